@@ -1,0 +1,119 @@
+/* mact: MolmoAct2 robot policies in plain C.
+ *
+ * A mact_model is read-only after load (mmapped weights, config); any number of mact_sessions may
+ * share one model. A session owns every mutable byte of an inference (activation arena, KV, RNG) and
+ * is used by one thread at a time.
+ *
+ * Every function that can fail returns an int status (MACT_OK = 0, negative on error). Load errors are
+ * written to the caller's err buffer; session errors are kept in the session (mact_session_error).
+ * The library never exits or aborts on bad input.
+ *
+ * Ownership: every buffer passed in is owned by the caller and only read during the call; every output
+ * buffer is allocated by the caller with the size stated next to the function (query the sizes with
+ * mact_model_info). Nothing returned by the library needs freeing except through the *_free pairs. */
+#ifndef MACT_H
+#define MACT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    MACT_OK = 0,
+    MACT_ERR_IO = -1,          /* file missing or unreadable */
+    MACT_ERR_FORMAT = -2,      /* malformed file (safetensors, json, npz) */
+    MACT_ERR_MODEL = -3,       /* checkpoint inconsistent with its config: missing/extra tensor, shape */
+    MACT_ERR_INPUT = -4,       /* caller input rejected: shape, NaN, range */
+    MACT_ERR_NOMEM = -5,
+    MACT_ERR_UNSUPPORTED = -6, /* a valid choice this build does not implement */
+};
+
+typedef struct mact_model mact_model;
+typedef struct mact_session mact_session;
+
+/* How the 2x2 attention pooling treats the padded row/column (spec 7.3). */
+enum { MACT_POOL_FROM_CONFIG = 0, MACT_POOL_SDPA, MACT_POOL_EAGER, MACT_POOL_NONE };
+/* Which prompt tokens the action expert's cross-attention may see (spec 4.6). */
+enum { MACT_ENC_FROM_CONFIG = 0, MACT_ENC_ALL, MACT_ENC_DROP_EOS };
+
+typedef struct {
+    int pooling_mask;  /* MACT_POOL_*; FROM_CONFIG reads adapter_config */
+    int encoder_mask;  /* MACT_ENC_*; FROM_CONFIG follows action_mode */
+} mact_load_options;
+
+/* Sizes an integrator needs to allocate buffers; all read from the checkpoint. */
+typedef struct {
+    int image_height, image_width, patch_size;
+    int n_patches;           /* per image, e.g. 729 */
+    int patch_dim;           /* e.g. 588 */
+    int tokens_per_image;    /* K: 16 with the grid token sampler, 196 without */
+    int d_model;             /* LLM hidden */
+    int n_layers;            /* LLM layers = action expert layers */
+    int kv_dim;              /* n_kv_heads * head_dim */
+    int ae_hidden;           /* action expert width */
+    int max_action_dim, max_action_horizon, flow_steps;
+    int vocab_total;         /* vocab_size + additional_vocab_size */
+    int has_sampler;
+    int pooling_mask;        /* resolved MACT_POOL_* */
+    int encoder_mask;        /* resolved MACT_ENC_* */
+} mact_model_info;
+
+int mact_model_load(const char *model_dir, const mact_load_options *opt, mact_model **out,
+                    char *err, size_t errlen);
+void mact_model_free(mact_model *m);
+void mact_model_get_info(const mact_model *m, mact_model_info *info);
+/* Writes a human-readable summary (config, parameters and bytes per component, dtype mix). */
+int mact_model_describe(const mact_model *m, char *buf, size_t buflen);
+
+typedef struct {
+    int max_images;   /* 0 -> 4 */
+    int max_tokens;   /* 0 -> 1024: longest prompt this session accepts */
+    int n_threads;    /* 0 -> all cores */
+} mact_session_options;
+
+int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out,
+                     char *err, size_t errlen);
+void mact_session_free(mact_session *s);
+/* The last error of this session; valid until the next call on it. */
+const char *mact_session_error(const mact_session *s);
+
+/* ---- stages at the seed's boundaries ---- */
+
+/* pixel_values [n_img, n_patches, patch_dim] -> image_embeds [n_img * K, d_model]. */
+int mact_vision(mact_session *s, const float *pixel_values, int n_img, float *image_embeds);
+
+/* Token ids [n] -> attention bias [n, n] (0 or -FLT_MAX) per spec 3.6 and the encoder mask [n]. */
+int mact_attention_bias(mact_session *s, const int64_t *ids, int n, float *bias);
+int mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_t *mask);
+/* ids [n] + image_embeds [n_image_tokens, d_model] -> hidden [n, d_model]. */
+int mact_embed(mact_session *s, const int64_t *ids, int n, const float *image_embeds,
+               int n_image_embeds, float *hidden);
+/* Runs LLM layers [a, b) in place on hidden [n, d_model] under bias [n, n]; writes K (post-norm,
+ * post-RoPE) and V of each layer to keys/values [(b - a), n, kv_dim]. */
+int mact_llm_layers(mact_session *s, float *hidden, const float *bias, int n, int a, int b,
+                    float *keys, float *values);
+
+/* keys/values [n_layers, n, kv_dim] -> k_ctx/v_ctx [n_layers, n, ae_hidden]. */
+int mact_action_context(mact_session *s, const float *keys, const float *values, int n,
+                        float *k_ctx, float *v_ctx);
+/* One Euler step in place on traj [h, max_action_dim] at time t with dt = 1/num_steps.
+ * enc_mask [n] (nonzero = visible), is_pad [max_action_dim] (nonzero = padded dim). */
+int mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps,
+                     const float *k_ctx, const float *v_ctx, const uint8_t *enc_mask, int n,
+                     const uint8_t *is_pad);
+/* The whole loop: noise [h, max_action_dim] -> actions_norm [h, max_action_dim] in place, from the
+ * raw per-layer keys/values; action_dim says which dims are real (the rest are padding). */
+int mact_action_generate(mact_session *s, float *traj, int h, int action_dim, int num_steps,
+                         const float *keys, const float *values, const uint8_t *enc_mask, int n);
+
+/* The whole path from preprocessed inputs: pixel_values [n_img, n_patches, patch_dim] and prompt ids [n]
+ * (with n_img * K <im_patch> tokens) -> traj [h, max_action_dim], noise in, normalised actions out. */
+int mact_generate_from_ids(mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
+                           float *traj, int h, int action_dim, int num_steps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

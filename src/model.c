@@ -1,0 +1,627 @@
+/* The tensor table: one list of every tensor a MolmoAct2 checkpoint must hold, with the shape its
+ * config implies. The same walk binds, validates and describes the weights, so a tensor can't be bound
+ * without being checked. Checkpoint names are first mapped to canonical HF names (LeRobot `model.`
+ * prefix, PEFT `base_model.model.` / `.base_layer.`, any sampler prefix), LoRA pairs are merged, and
+ * every checkpoint tensor must be claimed by the table. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "mact_internal.h"
+#include "npy.h"
+
+enum {
+    T_VEC = 1,       /* converted to F32 at load: norms, biases, small tables read directly by stages */
+    T_OPTIONAL = 2,  /* validated when present, not required (ln_f, lm_head: dead for continuous actions) */
+};
+
+void *mact_model_own(struct mact_model *m, size_t bytes)
+{
+    if (m->n_owned == m->cap_owned) {
+        size_t cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **p = realloc(m->owned, cap * sizeof *p);
+        if (!p) return NULL;
+        m->owned = p;
+        m->cap_owned = cap;
+    }
+    void *b = calloc(1, bytes ? bytes : 1);
+    if (b) m->owned[m->n_owned++] = b;
+    return b;
+}
+
+static char *own_str(struct mact_model *m, const char *s)
+{
+    char *d = mact_model_own(m, strlen(s) + 1);
+    if (d) strcpy(d, s);
+    return d;
+}
+
+/* ---- canonical names ---- */
+
+typedef struct {
+    char *name;                  /* canonical */
+    const mact_st_tensor *t;
+    int used;
+} centry;
+
+typedef struct {
+    centry *e;
+    size_t n;
+    float lora_scale;            /* alpha / r, 0 when no adapter */
+    int has_lora;
+} ctable;
+
+static int cmp_centry(const void *a, const void *b)
+{
+    return strcmp(((const centry *)a)->name, ((const centry *)b)->name);
+}
+
+static centry *cfind(ctable *ct, const char *name)
+{
+    centry key = {.name = (char *)name};
+    return bsearch(&key, ct->e, ct->n, sizeof *ct->e, cmp_centry);
+}
+
+static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+static void replace_all(char *s, const char *from, const char *to)
+{
+    /* to is never longer than from here, so in-place is safe */
+    size_t fl = strlen(from), tl = strlen(to);
+    char *p;
+    while ((p = strstr(s, from))) {
+        memmove(p + tl, p + fl, strlen(p + fl) + 1);
+        memcpy(p, to, tl);
+    }
+}
+
+static int canon_names(struct mact_model *m, ctable *ct, char *err, size_t errlen)
+{
+    size_t n = mact_st_count(m->st);
+    int lerobot = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *k = mact_st_at(m->st, i)->name;
+        if (starts(k, "model.model.") || starts(k, "model.base_model.") || starts(k, "model.lm_head."))
+            lerobot = 1;
+    }
+    ct->e = mact_model_own(m, (n ? n : 1) * sizeof *ct->e);
+    if (!ct->e) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
+    ct->n = n;
+    for (size_t i = 0; i < n; i++) {
+        const mact_st_tensor *t = mact_st_at(m->st, i);
+        char buf[1024];
+        const char *k = t->name;
+        if (lerobot) {
+            if (!starts(k, "model."))
+                return mact_errf(err, errlen, MACT_ERR_MODEL, "unexpected tensor '%s' in %s: a LeRobot-format "
+                                 "checkpoint keeps every key under 'model.'", k, t->file);
+            k += 6;
+        }
+        if (starts(k, "base_model.model.")) k += strlen("base_model.model.");
+        if (strlen(k) >= sizeof buf)
+            return mact_errf(err, errlen, MACT_ERR_MODEL, "tensor name too long: '%.80s...'", k);
+        strcpy(buf, k);
+        replace_all(buf, ".base_layer.", ".");
+        if (strstr(buf, ".lora_A.") || strstr(buf, ".lora_B.")) ct->has_lora = 1;
+        /* The sampler's prefix is unconfirmed upstream (spec 7.2): file it under one canonical prefix. */
+        char *s = strstr(buf, "scout_mlp.");
+        if (!s) s = strstr(buf, "coord_encoder.");
+        if (s) {
+            char tmp[1024];
+            snprintf(tmp, sizeof tmp, "model.vision_backbone.token_sampler.%s", s);
+            strcpy(buf, tmp);
+        }
+        ct->e[i].name = own_str(m, buf);
+        ct->e[i].t = t;
+        if (!ct->e[i].name) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
+    }
+    qsort(ct->e, n, sizeof *ct->e, cmp_centry);
+    for (size_t i = 1; i < n; i++)
+        if (!strcmp(ct->e[i - 1].name, ct->e[i].name))
+            return mact_errf(err, errlen, MACT_ERR_MODEL, "tensors '%s' and '%s' both map to '%s'",
+                             ct->e[i - 1].t->name, ct->e[i].t->name, ct->e[i].name);
+    return 0;
+}
+
+static int read_lora_scale(struct mact_model *m, ctable *ct, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", m->dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mact_errf(err, errlen, MACT_ERR_MODEL, "checkpoint has LoRA tensors (lora_A/lora_B) but no %s "
+                         "to give lora_alpha and r", path);
+    char buf[65536];
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    cJSON *j = cJSON_Parse(buf);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "lora_alpha"), *r = cJSON_GetObjectItemCaseSensitive(j, "r");
+    int ok = cJSON_IsNumber(a) && cJSON_IsNumber(r) && r->valuedouble > 0;
+    if (ok) ct->lora_scale = (float)(a->valuedouble / r->valuedouble);
+    cJSON_Delete(j);
+    if (!ok) return mact_errf(err, errlen, MACT_ERR_FORMAT, "%s: needs numeric lora_alpha and r > 0", path);
+    return 0;
+}
+
+/* ---- dtype helpers ---- */
+
+static void to_f32(float *dst, const void *src, int dtype, size_t n)
+{
+    mact_dtype_to_f32(dtype, src, n, dst);
+}
+
+/* ---- the table ---- */
+
+typedef struct {
+    struct mact_model *m;
+    ctable *ct;
+    char *err;
+    size_t errlen;
+    int mode;                    /* 0 bind, 1 describe */
+    /* describe accumulators */
+    int64_t params, bytes, dt_bytes[3];
+} walk_ctx;
+
+static void fmt_shape(char *b, size_t bl, int nd, const int64_t *s)
+{
+    size_t o = 0;
+    o += snprintf(b + o, bl - o, "[");
+    for (int i = 0; i < nd && o < bl; i++) o += snprintf(b + o, bl - o, "%s%lld", i ? ", " : "", (long long)s[i]);
+    if (o < bl) snprintf(b + o, bl - o, "]");
+}
+
+static int merge_lora(walk_ctx *w, const char *name, mact_tensor *t, int64_t out, int64_t in)
+{
+    /* name = <module>.weight; adapters live at <module>.lora_{A,B}.default.weight */
+    char mod[1024], an[1100], bn[1100];
+    size_t l = strlen(name);
+    if (l < 8 || strcmp(name + l - 7, ".weight")) return 0;
+    snprintf(mod, sizeof mod, "%.*s", (int)(l - 7), name);
+    snprintf(an, sizeof an, "%s.lora_A.default.weight", mod);
+    snprintf(bn, sizeof bn, "%s.lora_B.default.weight", mod);
+    centry *a = cfind(w->ct, an), *b = cfind(w->ct, bn);
+    if (!a && !b) return 0;
+    if (!a || !b)
+        return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "LoRA for '%s' has only %s", name, a ? "lora_A" : "lora_B");
+    const mact_st_tensor *A = a->t, *B = b->t;
+    if (A->ndim != 2 || B->ndim != 2 || A->shape[1] != in || B->shape[0] != out || A->shape[0] != B->shape[1])
+        return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "LoRA shapes for '%s' do not fit W [%lld, %lld]", name,
+                         (long long)out, (long long)in);
+    if (A->dtype > MACT_F16 || B->dtype > MACT_F16)
+        return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "LoRA tensors for '%s' must be F32/BF16/F16", name);
+    a->used = b->used = 1;
+    int64_t r = A->shape[0];
+    float *W = mact_model_own(w->m, (size_t)(out * in) * sizeof(float));
+    float *fa = malloc((size_t)(r * in) * sizeof(float)), *fb = malloc((size_t)(out * r) * sizeof(float));
+    if (!W || !fa || !fb) { free(fa); free(fb); return mact_errf(w->err, w->errlen, MACT_ERR_NOMEM, "out of memory"); }
+    to_f32(W, t->data, t->dtype, (size_t)(out * in));
+    to_f32(fa, A->data, A->dtype, (size_t)(r * in));
+    to_f32(fb, B->data, B->dtype, (size_t)(out * r));
+    float s = w->ct->lora_scale;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t k = 0; k < r; k++) {
+            float bk = s * fb[o * r + k];
+            const float *ar = fa + k * in;
+            float *wr = W + o * in;
+            for (int64_t i = 0; i < in; i++) wr[i] += bk * ar[i];
+        }
+    free(fa);
+    free(fb);
+    t->data = W;
+    t->dtype = MACT_F32;
+    return 0;
+}
+
+static int bind_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape)
+{
+    char want[128], got[128];
+    centry *c = cfind(w->ct, name);
+    memset(t, 0, sizeof *t);
+    if (!c) {
+        if (flags & T_OPTIONAL) return 0;
+        fmt_shape(want, sizeof want, nd, shape);
+        return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "checkpoint is missing tensor '%s' (config implies %s)",
+                         name, want);
+    }
+    const mact_st_tensor *s = c->t;
+    int ok = s->ndim == nd;
+    for (int i = 0; ok && i < nd; i++) ok = s->shape[i] == shape[i];
+    if (!ok) {
+        fmt_shape(want, sizeof want, nd, shape);
+        fmt_shape(got, sizeof got, s->ndim, s->shape);
+        return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "tensor '%s' (%s) has shape %s but the config implies %s",
+                         name, s->name, got, want);
+    }
+    if (s->dtype != MACT_F32 && s->dtype != MACT_BF16 && s->dtype != MACT_F16)
+        return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "tensor '%s' has dtype %s; weights must be F32, BF16 or F16",
+                         name, mact_dtype_name(s->dtype));
+    c->used = 1;
+    t->name = c->name;
+    t->dtype = s->dtype;
+    t->ndim = nd;
+    for (int i = 0; i < nd; i++) t->shape[i] = shape[i];
+    t->data = s->data;
+    size_t n = 1;
+    for (int i = 0; i < nd; i++) n *= (size_t)shape[i];
+    if (w->ct->has_lora && nd == 2) {
+        int rc = merge_lora(w, name, t, shape[0], shape[1]);
+        if (rc) return rc;
+    }
+    size_t es = t->dtype == MACT_F32 ? 4 : 2;
+    /* Stage code reads vectors as float*, and kernels may assume natural alignment. */
+    if ((flags & T_VEC && t->dtype != MACT_F32) || ((uintptr_t)t->data % es)) {
+        float *f = mact_model_own(w->m, n * sizeof(float));
+        if (!f) return mact_errf(w->err, w->errlen, MACT_ERR_NOMEM, "out of memory");
+        to_f32(f, t->data, t->dtype, n);
+        t->data = f;
+        t->dtype = MACT_F32;
+    }
+    return 0;
+}
+
+typedef int (*tensor_fn)(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape);
+
+#define T1(nm, field, fl, a) do { int64_t sh_[1] = {a}; if ((rc = fn(w, nm, field, fl, 1, sh_))) return rc; } while (0)
+#define T2(nm, field, fl, a, b) do { int64_t sh_[2] = {a, b}; if ((rc = fn(w, nm, field, fl, 2, sh_))) return rc; } while (0)
+
+/* The one list of tensors. Names are canonical HF names (docs/design.md). */
+static int walk_tensors(walk_ctx *w, tensor_fn fn)
+{
+    struct mact_model *m = w->m;
+    const mact_config *c = &m->cfg;
+    int rc;
+    char n[512];
+    const char *V = "model.vision_backbone.";
+    /* vision */
+    mact_vision_weights *v = &m->vis;
+    int64_t pd = (int64_t)c->patch * c->patch * 3, vh = c->vit_hidden, vqd = (int64_t)c->vit_heads * c->vit_head_dim;
+#define VN(fmt, ...) (snprintf(n, sizeof n, "%s" fmt, V, __VA_ARGS__), n)
+    T2(VN("%s", "image_vit.patch_embedding.weight"), &v->patch_w, 0, vh, pd);
+    T1(VN("%s", "image_vit.patch_embedding.bias"), &v->patch_b, T_VEC, vh);
+    T2(VN("%s", "image_vit.positional_embedding"), &v->pos_emb, T_VEC, c->image_num_pos, vh);
+    for (int j = 0; j < c->vit_layers; j++) {
+        mact_vit_block *b = &v->blocks[j];
+        const char *R = "image_vit.transformer.resblocks";
+        T1(VN("%s.%d.attention_norm.weight", R, j), &b->attention_norm_w, T_VEC, vh);
+        T1(VN("%s.%d.attention_norm.bias", R, j), &b->attention_norm_b, T_VEC, vh);
+        T2(VN("%s.%d.attention.wq.weight", R, j), &b->wq, 0, vqd, vh);
+        T1(VN("%s.%d.attention.wq.bias", R, j), &b->bq, T_VEC, vqd);
+        T2(VN("%s.%d.attention.wk.weight", R, j), &b->wk, 0, vqd, vh);
+        T1(VN("%s.%d.attention.wk.bias", R, j), &b->bk, T_VEC, vqd);
+        T2(VN("%s.%d.attention.wv.weight", R, j), &b->wv, 0, vqd, vh);
+        T1(VN("%s.%d.attention.wv.bias", R, j), &b->bv, T_VEC, vqd);
+        T2(VN("%s.%d.attention.wo.weight", R, j), &b->wo, 0, vh, vqd);
+        T1(VN("%s.%d.attention.wo.bias", R, j), &b->bo, T_VEC, vh);
+        T1(VN("%s.%d.ffn_norm.weight", R, j), &b->ffn_norm_w, T_VEC, vh);
+        T1(VN("%s.%d.ffn_norm.bias", R, j), &b->ffn_norm_b, T_VEC, vh);
+        T2(VN("%s.%d.feed_forward.w1.weight", R, j), &b->w1, 0, c->vit_inter, vh);
+        T1(VN("%s.%d.feed_forward.w1.bias", R, j), &b->b1, T_VEC, c->vit_inter);
+        T2(VN("%s.%d.feed_forward.w2.weight", R, j), &b->w2, 0, vh, c->vit_inter);
+        T1(VN("%s.%d.feed_forward.w2.bias", R, j), &b->b2, T_VEC, vh);
+    }
+    int64_t pin = (int64_t)c->n_taps * vh, pq = (int64_t)c->pool_heads * c->pool_head_dim, ph = c->pool_hidden;
+    T2(VN("%s", "image_pooling_2d.wq.weight"), &v->pool_wq, 0, pq, pin);
+    T1(VN("%s", "image_pooling_2d.wq.bias"), &v->pool_bq, T_VEC, pq);
+    T2(VN("%s", "image_pooling_2d.wk.weight"), &v->pool_wk, 0, pq, pin);
+    T1(VN("%s", "image_pooling_2d.wk.bias"), &v->pool_bk, T_VEC, pq);
+    T2(VN("%s", "image_pooling_2d.wv.weight"), &v->pool_wv, 0, pq, pin);
+    T1(VN("%s", "image_pooling_2d.wv.bias"), &v->pool_bv, T_VEC, pq);
+    T2(VN("%s", "image_pooling_2d.wo.weight"), &v->pool_wo, 0, ph, pq);
+    T1(VN("%s", "image_pooling_2d.wo.bias"), &v->pool_bo, T_VEC, ph);
+    T2(VN("%s", "image_projector.w1.weight"), &v->proj_w1, 0, c->proj_inter, ph);
+    T2(VN("%s", "image_projector.w3.weight"), &v->proj_w3, 0, c->proj_inter, ph);
+    T2(VN("%s", "image_projector.w2.weight"), &v->proj_w2, 0, c->d_model, c->proj_inter);
+    if (c->use_sampler) {
+        const char *S = "token_sampler";
+        T2(VN("%s.scout_mlp.0.weight", S), &v->scout0_w, 0, c->sampler_hidden, c->sampler_c);
+        T1(VN("%s.scout_mlp.0.bias", S), &v->scout0_b, T_VEC, c->sampler_hidden);
+        T2(VN("%s.scout_mlp.2.weight", S), &v->scout2_w, 0, 2 * c->sampler_k, c->sampler_hidden);
+        T1(VN("%s.scout_mlp.2.bias", S), &v->scout2_b, T_VEC, 2 * c->sampler_k);
+        T2(VN("%s.coord_encoder.0.weight", S), &v->coord0_w, T_VEC, c->coord_hidden, 2);
+        T1(VN("%s.coord_encoder.0.bias", S), &v->coord0_b, T_VEC, c->coord_hidden);
+        T2(VN("%s.coord_encoder.2.weight", S), &v->coord2_w, 0, c->sampler_c, c->coord_hidden);
+        T1(VN("%s.coord_encoder.2.bias", S), &v->coord2_b, T_VEC, c->sampler_c);
+    }
+#undef VN
+    /* LLM */
+    mact_llm_weights *L = &m->llm;
+    int64_t D = c->d_model, hd = c->head_dim, qd = (int64_t)c->n_heads * hd, kvd = (int64_t)c->n_kv_heads * hd;
+#define LN(fmt, ...) (snprintf(n, sizeof n, "model.transformer." fmt, __VA_ARGS__), n)
+    T2(LN("%s", "wte.embedding"), &L->wte, 0, c->vocab_size, D);
+    T2(LN("%s", "wte.new_embedding"), &L->wte_new, 0, c->additional_vocab_size, D);
+    for (int i = 0; i < c->n_layers; i++) {
+        mact_llm_block *b = &L->blocks[i];
+        T1(LN("blocks.%d.attn_norm.weight", i), &b->attn_norm, T_VEC, D);
+        T2(LN("blocks.%d.self_attn.att_proj.weight", i), &b->att_proj, 0, qd + 2 * kvd, D);
+        if (c->qkv_bias) T1(LN("blocks.%d.self_attn.att_proj.bias", i), &b->att_proj_b, T_VEC, qd + 2 * kvd);
+        if (c->qk_norm) {
+            int olmo = c->qk_norm == MACT_QKNORM_OLMO;
+            T1(LN("blocks.%d.self_attn.q_norm.weight", i), &b->q_norm, T_VEC, olmo ? qd : hd);
+            T1(LN("blocks.%d.self_attn.k_norm.weight", i), &b->k_norm, T_VEC, olmo ? kvd : hd);
+        }
+        T2(LN("blocks.%d.self_attn.attn_out.weight", i), &b->attn_out, 0, D, qd);
+        T1(LN("blocks.%d.ff_norm.weight", i), &b->ff_norm, T_VEC, D);
+        T2(LN("blocks.%d.mlp.ff_proj.weight", i), &b->ff_proj, 0, 2 * (int64_t)c->ff_inter, D);
+        T2(LN("blocks.%d.mlp.ff_out.weight", i), &b->ff_out, 0, D, c->ff_inter);
+    }
+    T1(LN("%s", "ln_f.weight"), &L->ln_f, T_OPTIONAL, D);
+#undef LN
+    T2("lm_head.weight", &L->lm_head, T_OPTIONAL, c->vocab_size, D);
+    /* action expert */
+    mact_ae_weights *A = &m->ae;
+    int64_t H = c->ae_hidden, AD = c->max_action_dim;
+#define AN(fmt, ...) (snprintf(n, sizeof n, "model.action_expert." fmt, __VA_ARGS__), n)
+    T2(AN("%s", "time_embed.1.weight"), &A->time1_w, 0, H, c->ae_tdim);
+    T1(AN("%s", "time_embed.1.bias"), &A->time1_b, T_VEC, H);
+    T2(AN("%s", "time_embed.3.weight"), &A->time3_w, 0, H, H);
+    T1(AN("%s", "time_embed.3.bias"), &A->time3_b, T_VEC, H);
+    T2(AN("%s", "action_embed.weight"), &A->action_embed_w, 0, H, AD);
+    T1(AN("%s", "action_embed.bias"), &A->action_embed_b, T_VEC, H);
+    T2(AN("%s", "context_k_proj.weight"), &A->ctx_k, 0, H, kvd);
+    T2(AN("%s", "context_v_proj.weight"), &A->ctx_v, 0, H, kvd);
+    for (int i = 0; i < c->ae_layers; i++) {
+        mact_ae_block *b = &A->blocks[i];
+        T2(AN("blocks.%d.self_attn.qkv.weight", i), &b->qkv_w, 0, 3 * H, H);
+        T1(AN("blocks.%d.self_attn.qkv.bias", i), &b->qkv_b, T_VEC, 3 * H);
+        T2(AN("blocks.%d.self_attn.out_proj.weight", i), &b->out_w, 0, H, H);
+        T1(AN("blocks.%d.self_attn.out_proj.bias", i), &b->out_b, T_VEC, H);
+        T2(AN("blocks.%d.cross_attn.q_proj.weight", i), &b->xq_w, 0, H, H);
+        T1(AN("blocks.%d.cross_attn.q_proj.bias", i), &b->xq_b, T_VEC, H);
+        T2(AN("blocks.%d.cross_attn.out_proj.weight", i), &b->xo_w, 0, H, H);
+        T1(AN("blocks.%d.cross_attn.out_proj.bias", i), &b->xo_b, T_VEC, H);
+        T2(AN("blocks.%d.mlp.gate_proj.weight", i), &b->gate_w, 0, c->ae_inter, H);
+        T1(AN("blocks.%d.mlp.gate_proj.bias", i), &b->gate_b, T_VEC, c->ae_inter);
+        T2(AN("blocks.%d.mlp.up_proj.weight", i), &b->up_w, 0, c->ae_inter, H);
+        T1(AN("blocks.%d.mlp.up_proj.bias", i), &b->up_b, T_VEC, c->ae_inter);
+        T2(AN("blocks.%d.mlp.down_proj.weight", i), &b->down_w, 0, H, c->ae_inter);
+        T1(AN("blocks.%d.mlp.down_proj.bias", i), &b->down_b, T_VEC, H);
+        T2(AN("blocks.%d.modulation.linear.weight", i), &b->mod_w, 0, 9 * H, H);
+        T1(AN("blocks.%d.modulation.linear.bias", i), &b->mod_b, T_VEC, 9 * H);
+    }
+    T2(AN("%s", "final_layer.modulation.linear.weight"), &A->fmod_w, 0, 2 * H, H);
+    T1(AN("%s", "final_layer.modulation.linear.bias"), &A->fmod_b, T_VEC, 2 * H);
+    T2(AN("%s", "final_layer.linear.weight"), &A->final_w, 0, AD, H);
+    T1(AN("%s", "final_layer.linear.bias"), &A->final_b, T_VEC, AD);
+#undef AN
+    return 0;
+}
+#undef T1
+#undef T2
+
+/* The sampler's geometry is whatever its tensors say (K, C, hidden widths); the config only switches
+ * it on, and both must agree (the SO101 card's silent-drop failure). */
+static int resolve_sampler(struct mact_model *m, ctable *ct, char *err, size_t errlen)
+{
+    mact_config *c = &m->cfg;
+    const char *names[4] = {"scout_mlp.0.weight", "scout_mlp.2.weight", "coord_encoder.0.weight",
+                            "coord_encoder.2.weight"};
+    const mact_st_tensor *t[4];
+    int present = 0;
+    for (size_t i = 0; i < ct->n; i++)
+        if (starts(ct->e[i].name, "model.vision_backbone.token_sampler.")) present++;
+    if (!present) {
+        if (c->use_sampler)
+            return mact_errf(err, errlen, MACT_ERR_MODEL, "config.json sets use_grid_token_sampler but the checkpoint "
+                             "has no grid token sampler tensors (scout_mlp.*, coord_encoder.*)");
+        c->tokens_per_image = c->pooled_h * c->pooled_w;
+        return 0;
+    }
+    if (!c->use_sampler)
+        return mact_errf(err, errlen, MACT_ERR_MODEL, "checkpoint has %d grid token sampler tensors but config.json "
+                         "does not set use_grid_token_sampler; refusing to drop them (a sampler-trained model would run "
+                         "on the wrong token count)", present);
+    for (int i = 0; i < 4; i++) {
+        char nm[256];
+        snprintf(nm, sizeof nm, "model.vision_backbone.token_sampler.%s", names[i]);
+        centry *e = cfind(ct, nm);
+        if (!e || e->t->ndim != 2)
+            return mact_errf(err, errlen, MACT_ERR_MODEL, "grid token sampler tensor '%s' is missing or not 2-D", names[i]);
+        t[i] = e->t;
+    }
+    c->sampler_hidden = (int)t[0]->shape[0];
+    c->sampler_c = (int)t[0]->shape[1];
+    if (t[1]->shape[0] % 2 || t[1]->shape[0] < 2)
+        return mact_errf(err, errlen, MACT_ERR_MODEL, "scout_mlp.2.weight has %lld rows; expected 2 x tokens per image",
+                         (long long)t[1]->shape[0]);
+    c->sampler_k = (int)(t[1]->shape[0] / 2);
+    c->coord_hidden = (int)t[2]->shape[0];
+    if (c->sampler_c == c->d_model) c->sampler_after_projector = 1;
+    else if (c->sampler_c == c->pool_hidden) c->sampler_after_projector = 0;
+    else
+        return mact_errf(err, errlen, MACT_ERR_MODEL, "scout_mlp.0.weight has %d input features: neither the pooling "
+                         "width %d nor the LLM width %d, so the sampler's place is unknown", c->sampler_c, c->pool_hidden,
+                         c->d_model);
+    c->tokens_per_image = c->sampler_k;
+    return 0;
+}
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    if (fseek(f, 0, SEEK_END) || ftell(f) < 0) { fclose(f); return -1; }
+    long n = ftell(f);
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); fclose(f); return -1; }
+    fclose(f);
+    b[n] = 0;
+    *out = b;
+    if (len) *len = (size_t)n;
+    return 0;
+}
+
+int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct mact_model *m = calloc(1, sizeof *m);
+    if (!m) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    char path[4200], *txt = NULL;
+    int rc;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (read_file(path, &txt, NULL)) {
+        rc = mact_errf(err, errlen, MACT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    rc = mact_config_parse(txt, &m->cfg, err, errlen);
+    free(txt);
+    if (rc) goto fail;
+    mact_config *c = &m->cfg;
+    if (opt && opt->pooling_mask) c->pooling_mask = opt->pooling_mask;
+    if (opt && opt->encoder_mask) c->encoder_mask = opt->encoder_mask;
+    if (c->image_num_pos != c->grid_h * c->grid_w) {
+        rc = mact_errf(err, errlen, MACT_ERR_UNSUPPORTED, "config.json: vit_config.image_num_pos %d != %dx%d patches "
+                       "(positional-embedding interpolation is not supported)", c->image_num_pos, c->grid_h, c->grid_w);
+        goto fail;
+    }
+    if (mact_st_open(dir, &m->st, err, errlen)) { rc = MACT_ERR_FORMAT; goto fail; }
+    ctable ct = {0};
+    if ((rc = canon_names(m, &ct, err, errlen))) goto fail;
+    if (ct.has_lora && (rc = read_lora_scale(m, &ct, err, errlen))) goto fail;
+    if ((rc = resolve_sampler(m, &ct, err, errlen))) goto fail;
+    m->vis.blocks = mact_model_own(m, sizeof(mact_vit_block) * (size_t)c->vit_layers);
+    m->llm.blocks = mact_model_own(m, sizeof(mact_llm_block) * (size_t)c->n_layers);
+    m->ae.blocks = mact_model_own(m, sizeof(mact_ae_block) * (size_t)c->ae_layers);
+    if (!m->vis.blocks || !m->llm.blocks || !m->ae.blocks) { rc = mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory"); goto fail; }
+    walk_ctx w = {.m = m, .ct = &ct, .err = err, .errlen = errlen};
+    if ((rc = walk_tensors(&w, bind_one))) goto fail;
+    for (size_t i = 0; i < ct.n; i++) {
+        if (ct.e[i].used || !strcmp(ct.e[i].name, "model.transformer.rotary_emb.inv_freq")) continue;
+        rc = mact_errf(err, errlen, MACT_ERR_MODEL, "unexpected tensor '%s' in %s: not part of a MolmoAct2 model with "
+                       "this config", ct.e[i].t->name, ct.e[i].t->file);
+        goto fail;
+    }
+    *out = m;
+    return 0;
+fail:
+    mact_model_free(m);
+    return rc;
+}
+
+void mact_model_free(mact_model *m)
+{
+    if (!m) return;
+    for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    if (m->st) mact_st_close(m->st);
+    free(m);
+}
+
+void mact_model_get_info(const mact_model *m, mact_model_info *i)
+{
+    const mact_config *c = &m->cfg;
+    memset(i, 0, sizeof *i);
+    i->image_height = c->image_h;
+    i->image_width = c->image_w;
+    i->patch_size = c->patch;
+    i->n_patches = c->grid_h * c->grid_w;
+    i->patch_dim = c->patch * c->patch * 3;
+    i->tokens_per_image = c->tokens_per_image;
+    i->d_model = c->d_model;
+    i->n_layers = c->n_layers;
+    i->kv_dim = c->n_kv_heads * c->head_dim;
+    i->ae_hidden = c->ae_hidden;
+    i->max_action_dim = c->max_action_dim;
+    i->max_action_horizon = c->max_action_horizon;
+    i->flow_steps = c->flow_steps;
+    i->vocab_total = (int)(c->vocab_size + c->additional_vocab_size);
+    i->has_sampler = c->use_sampler;
+    i->pooling_mask = c->pooling_mask;
+    i->encoder_mask = c->encoder_mask;
+}
+
+/* ---- describe (mact inspect) ---- */
+
+typedef struct {
+    walk_ctx w;
+    const char *prefix;   /* component filter */
+} desc_ctx;
+
+static int count_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape)
+{
+    (void)flags;
+    desc_ctx *d = (desc_ctx *)w;
+    if (!t->data || !starts(name, d->prefix)) return 0;
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= shape[i];
+    /* report the stored dtype, not the load-time F32 copy */
+    centry key = {.name = (char *)name};
+    centry *c = bsearch(&key, w->ct->e, w->ct->n, sizeof *w->ct->e, cmp_centry);
+    int dt = c ? c->t->dtype : t->dtype;
+    w->params += n;
+    int64_t b = n * (int64_t)mact_dtype_size(dt);
+    w->bytes += b;
+    if (dt <= MACT_F16) w->dt_bytes[dt] += b;
+    return 0;
+}
+
+int mact_model_describe(const mact_model *cm, char *buf, size_t bl)
+{
+    struct mact_model *m = (struct mact_model *)cm;
+    const mact_config *c = &m->cfg;
+    size_t o = 0;
+#define P(...) do { if (o < bl) o += snprintf(buf + o, bl - o, __VA_ARGS__); } while (0)
+    static const char *pool_names[] = {"config", "sdpa", "eager", "none"};
+    P("model: %s\n", m->dir);
+    P("vision: %d stored ViT layers, hidden %d, %d heads x %d, mlp %d, image %dx%d, patch %d (%d patches)\n",
+      c->vit_layers, c->vit_hidden, c->vit_heads, c->vit_head_dim, c->vit_inter, c->image_h, c->image_w, c->patch,
+      c->grid_h * c->grid_w);
+    P("adapter: taps");
+    for (int i = 0; i < c->n_taps; i++) P(" %d", c->taps[i]);
+    P(", pooling %dx%d -> %dx%d (mask: %s), projector %d -> %d -> %d\n", c->pool_h, c->pool_w, c->pooled_h,
+      c->pooled_w, pool_names[c->pooling_mask], c->pool_hidden, c->proj_inter, c->d_model);
+    if (c->use_sampler)
+        P("grid token sampler: K=%d tokens/image, C=%d (%s the projector), scout %d, coord %d\n", c->sampler_k,
+          c->sampler_c, c->sampler_after_projector ? "after" : "before", c->sampler_hidden, c->coord_hidden);
+    else
+        P("grid token sampler: none (%d tokens/image)\n", c->tokens_per_image);
+    P("llm: %d layers, hidden %d, %d q heads / %d kv heads x %d, mlp %d, vocab %lld + %lld, rope_theta %g, "
+      "qk_norm %s, qkv_bias %d\n", c->n_layers, c->d_model, c->n_heads, c->n_kv_heads, c->head_dim, c->ff_inter,
+      (long long)c->vocab_size, (long long)c->additional_vocab_size, c->rope_theta,
+      c->qk_norm == MACT_QKNORM_QWEN3 ? "qwen3" : c->qk_norm == MACT_QKNORM_OLMO ? "olmo" : "none", c->qkv_bias);
+    P("action expert: %d layers, hidden %d, %d heads x %d, mlp %d, timestep dim %d, max action %d x %d, "
+      "%d flow steps, encoder mask %s\n", c->ae_layers, c->ae_hidden, c->ae_heads, c->ae_head_dim, c->ae_inter,
+      c->ae_tdim, c->max_action_horizon, c->max_action_dim, c->flow_steps,
+      c->encoder_mask == MACT_ENC_ALL ? "all" : "drop_eos");
+    /* re-canonicalize to recover stored dtypes for the report */
+    ctable ct = {0};
+    char err[256];
+    if (canon_names(m, &ct, err, sizeof err)) { P("error: %s\n", err); return -1; }
+    const char *comps[][2] = {{"vision", "model.vision_backbone.image_vit."},
+                              {"pooling+projector", "model.vision_backbone.image_"},
+                              {"grid sampler", "model.vision_backbone.token_sampler."},
+                              {"llm", "model.transformer."},
+                              {"lm_head", "lm_head."},
+                              {"action expert", "model.action_expert."}};
+    int64_t tot = 0, totb = 0, dtb[3] = {0};
+    P("%-18s %14s %14s\n", "component", "parameters", "bytes");
+    for (size_t k = 0; k < sizeof comps / sizeof comps[0]; k++) {
+        desc_ctx d = {.w = {.m = m, .ct = &ct, .mode = 1}, .prefix = comps[k][1]};
+        walk_tensors(&d.w, count_one);
+        if (k == 0) {  /* image_vit is a sub-prefix of image_; report pooling+projector without it */
+            tot += d.w.params; totb += d.w.bytes;
+            for (int i = 0; i < 3; i++) dtb[i] += d.w.dt_bytes[i];
+            P("%-18s %14lld %14lld\n", comps[k][0], (long long)d.w.params, (long long)d.w.bytes);
+            desc_ctx e = {.w = {.m = m, .ct = &ct, .mode = 1}, .prefix = comps[1][1]};
+            walk_tensors(&e.w, count_one);
+            int64_t p = e.w.params - d.w.params, b = e.w.bytes - d.w.bytes;
+            for (int i = 0; i < 3; i++) dtb[i] += e.w.dt_bytes[i] - d.w.dt_bytes[i];
+            tot += p; totb += b;
+            P("%-18s %14lld %14lld\n", comps[1][0], (long long)p, (long long)b);
+            k = 1;
+            continue;
+        }
+        tot += d.w.params; totb += d.w.bytes;
+        for (int i = 0; i < 3; i++) dtb[i] += d.w.dt_bytes[i];
+        P("%-18s %14lld %14lld\n", comps[k][0], (long long)d.w.params, (long long)d.w.bytes);
+    }
+    P("%-18s %14lld %14lld\n", "total", (long long)tot, (long long)totb);
+    P("dtype mix (bytes): F32 %lld, BF16 %lld, F16 %lld\n", (long long)dtb[MACT_F32], (long long)dtb[MACT_BF16],
+      (long long)dtb[MACT_F16]);
+#undef P
+    return 0;
+}

@@ -1,0 +1,132 @@
+/* The session: every activation buffer of every stage, planned once from the config and the session
+ * options and carved out of one allocation, so inference itself never allocates. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "kernels.h"
+#include "session.h"
+
+int mact_session_fail(struct mact_session *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *mact_session_error(const mact_session *s) { return s ? s->err : "no session"; }
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+typedef struct { float **dst; int64_t n; } plan_item;
+
+int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out, char *err,
+                     size_t errlen)
+{
+    *out = NULL;
+    const mact_config *c = &m->cfg;
+    struct mact_session *s = calloc(1, sizeof *s);
+    if (!s) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->max_images = opt && opt->max_images > 0 ? opt->max_images : 4;
+    s->max_tokens = opt && opt->max_tokens > 0 ? opt->max_tokens : 512;
+    s->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : mact_threads();
+    if (s->max_tokens > c->max_position_embeddings) s->max_tokens = c->max_position_embeddings;
+    int nthr = s->n_threads > mact_threads() ? s->n_threads : mact_threads();
+
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, VH = c->vit_hidden, VQ = (int64_t)c->vit_heads * c->vit_head_dim;
+    const int64_t T = (int64_t)c->pooled_h * c->pooled_w, W = (int64_t)c->pool_h * c->pool_w;
+    const int64_t PIN = (int64_t)c->n_taps * VH, PQ = (int64_t)c->pool_heads * c->pool_head_dim;
+    const int64_t PD = (int64_t)c->patch * c->patch * 3, D = c->d_model;
+    const int64_t N = s->max_tokens, qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    const int64_t H = c->max_action_horizon, AH = c->ae_hidden, L = c->n_layers;
+    const int64_t SC = c->use_sampler ? c->sampler_c : 0, K = c->use_sampler ? c->sampler_k : 0;
+    const int64_t maxkeys = max64(max64(P, N), max64(W, H));
+    s->mod_cache_steps = MACT_MOD_CACHE_STEPS;
+    plan_item plan[] = {
+        {&s->v_pix, P * PD},
+        {&s->v_x, P * VH},
+        {&s->v_h, P * max64(VH, VQ)},
+        {&s->v_q, max64(P * VQ, T * PQ)},
+        {&s->v_k, max64(P * VQ, T * W * PQ)},
+        {&s->v_v, max64(P * VQ, T * W * PQ)},
+        {&s->v_att, max64(P * VQ, T * PQ)},
+        {&s->v_ff, max64(P * c->vit_inter, 2 * max64(T, K) * c->proj_inter)},
+        {&s->v_taps, P * PIN},
+        {&s->v_gather, T * W * PIN},
+        {&s->v_query, T * PIN},
+        {&s->v_pooled, T * c->pool_hidden},
+        {&s->v_proj, max64(T * D, K * SC)},
+        {&s->v_samp, K * max64(SC, D) + max64(SC, 1) * 2 + (int64_t)(c->use_sampler ? c->sampler_hidden + c->coord_hidden : 0) + 4 * K + 16},
+        {&s->l_h, N * D},
+        {&s->l_qkv, N * (qd + 2 * kvd)},
+        {&s->l_att, N * qd},
+        {&s->l_ff, N * 2 * (int64_t)c->ff_inter},
+        {&s->l_rope_cos, N * c->head_dim / 2},
+        {&s->l_rope_sin, N * c->head_dim / 2},
+        {&s->a_z, H * AH},
+        {&s->a_u, H * AH},
+        {&s->a_qkv, H * 3 * AH},
+        {&s->a_att, H * AH},
+        {&s->a_ff, H * 2 * (int64_t)c->ae_inter},
+        {&s->a_mod, (int64_t)MACT_MOD_CACHE_STEPS * (L * 9 + 2) * AH + (L * 9 + 2) * AH},
+        {&s->a_cond, 4 * max64(AH, c->ae_tdim)},
+        {&s->a_rope_cos, H * c->ae_head_dim / 2},
+        {&s->a_rope_sin, H * c->ae_head_dim / 2},
+        {&s->a_vel, H * c->max_action_dim},
+        {&s->a_kctx, L * N * AH},
+        {&s->a_vctx, L * N * AH},
+        {&s->p_embeds, (int64_t)s->max_images * c->tokens_per_image * D},
+        {&s->p_hidden, N * D},
+        {&s->p_bias, N * N},
+        {&s->p_keys, L * N * kvd},
+        {&s->p_values, L * N * kvd},
+        {&s->scores, nthr * mact_attention_scratch(maxkeys)},
+        {&s->maskf, N + W + H + 16},
+    };
+    size_t n_items = sizeof plan / sizeof plan[0], total = 0;
+    for (size_t i = 0; i < n_items; i++) total += ((size_t)plan[i].n + 15) & ~(size_t)15;  /* 64-byte aligned */
+    s->arena = aligned_alloc(64, total * sizeof(float));
+    if (!s->arena) {
+        free(s);
+        return mact_errf(err, errlen, MACT_ERR_NOMEM, "cannot allocate %zu MiB of activations", total * 4 >> 20);
+    }
+    memset(s->arena, 0, total * sizeof(float));
+    s->arena_floats = total;
+    float *p = s->arena;
+    for (size_t i = 0; i < n_items; i++) {
+        *plan[i].dst = p;
+        p += ((size_t)plan[i].n + 15) & ~(size_t)15;
+    }
+    s->mod_steps = 0;
+    *out = s;
+    return 0;
+}
+
+void mact_session_free(mact_session *s)
+{
+    if (!s) return;
+    free(s->arena);
+    free(s);
+}
+
+void mact_session_enter(struct mact_session *s)
+{
+    s->err[0] = 0;
+#ifdef _OPENMP
+    omp_set_num_threads(s->n_threads);
+#endif
+}
+
+int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return mact_session_fail(s, MACT_ERR_INPUT, "%s has a non-finite value (%g) at element %lld", what,
+                                     (double)x[i], (long long)i);
+    return 0;
+}

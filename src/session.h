@@ -1,0 +1,38 @@
+/* The mutable half of an inference: one arena planned from the config at session creation. */
+#ifndef MACT_SESSION_H
+#define MACT_SESSION_H
+#include <math.h>
+#include "mact_internal.h"
+
+/* Modulation vectors depend only on t: schedules of up to this many steps are cached per session. */
+#define MACT_MOD_CACHE_STEPS 16
+
+struct mact_session {
+    const struct mact_model *m;
+    int max_images, max_tokens, n_threads;
+    float *arena;
+    size_t arena_floats;
+    /* vision (one image at a time) */
+    float *v_pix, *v_x, *v_h, *v_q, *v_k, *v_v, *v_att, *v_ff, *v_taps, *v_gather, *v_query, *v_pooled, *v_proj,
+        *v_samp;
+    /* llm */
+    float *l_h, *l_qkv, *l_att, *l_ff, *l_rope_cos, *l_rope_sin;
+    int l_rope_n;                    /* rows of the rope table already filled */
+    /* action expert */
+    float *a_z, *a_u, *a_qkv, *a_att, *a_ff, *a_mod, *a_cond, *a_rope_cos, *a_rope_sin, *a_vel;
+    float *a_kctx, *a_vctx;          /* [L, max_tokens, ae_hidden] for mact_action_generate */
+    int mod_cache_steps, mod_steps;  /* a_mod holds the schedule of mod_steps steps (0 = none) */
+    int a_rope_n;
+    /* whole-pipeline buffers (mact_generate_from_ids) */
+    float *p_embeds, *p_hidden, *p_bias, *p_keys, *p_values;
+    float *scores;                   /* attention scratch, per thread */
+    float *maskf;                    /* small per-call masks */
+    char err[1024];
+};
+
+void mact_session_enter(struct mact_session *s);
+int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys,
+                       float *values, int kv_only_last);
+int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const char *what);
+
+#endif

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every test program and prints `N passed, N failed`. Each program prints `PASS name` /
+# `FAIL name: why` lines; a program that exits non-zero without printing a FAIL line counts as a failure.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export PYTHON=${PYTHON:-/usr/bin/python3}
+export MACT_BIN="$BUILD/mact"
+export MACT_TMP=${MACT_TMP:-$(mktemp -d /tmp/mact-test.XXXXXX)}
+passed=0; failed=0
+run_one() {  # name, command...
+    local name=$1; shift
+    local log="$MACT_TMP/$(echo "$name" | tr '/ ' '__').log"
+    "$@" >"$log" 2>&1; local rc=$?
+    local p f; p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
+    grep -E '^(PASS|FAIL|INFO) ' "$log" | sed "s|^|[$name] |"
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "[$name] FAIL exited $rc without a FAIL line; last output:"; tail -n 20 "$log" | sed 's/^/    /'
+        f=1
+    fi
+    passed=$((passed + p)); failed=$((failed + f))
+}
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+for t in tests/test_*.sh; do
+    [ -f "$t" ] || continue
+    run_one "$(basename "$t")" bash "$t"
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,62 @@
+/* mact: the command-line front end. Only this file calls exit(). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mact.h"
+#include "parity.h"
+
+static int usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mact <command> [args]\n"
+            "  inspect MODEL_DIR                     config summary, parameters, bytes, dtype mix\n"
+            "  parity GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
+            "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n");
+    return 2;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    if (argc != 1) return usage(stderr);
+    char err[1024];
+    mact_model *m;
+    int rc = mact_model_load(argv[0], NULL, &m, err, sizeof err);
+    if (rc) { fprintf(stderr, "mact inspect: %s\n", err); return 1; }
+    static char buf[1 << 16];
+    mact_model_describe(m, buf, sizeof buf);
+    fputs(buf, stdout);
+    mact_model_free(m);
+    return 0;
+}
+
+static int cmd_parity(int argc, char **argv)
+{
+    const char *golden = NULL, *model = NULL;
+    mact_parity_options o = {.cos_min = 0.99999, .rel_tol = 1e-4, .abs_tol = 1e-4};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--model") && more) model = argv[++i];
+        else if (!strcmp(a, "--cos-min") && more) o.cos_min = atof(argv[++i]);
+        else if (!strcmp(a, "--rel-tol") && more) o.rel_tol = atof(argv[++i]);
+        else if (!strcmp(a, "--abs-tol") && more) o.abs_tol = atof(argv[++i]);
+        else if (!strcmp(a, "--max-tokens") && more) o.max_tokens = atoi(argv[++i]);
+        else if (!strcmp(a, "--tol-informational")) o.tol_informational = 1;
+        else if (a[0] != '-' && !golden) golden = a;
+        else return usage(stderr);
+    }
+    if (!golden || !model) return usage(stderr);
+    int rc = mact_parity(golden, model, &o, stdout);
+    return rc == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) return usage(stderr);
+    const char *c = argv[1];
+    if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
+    if (!strcmp(c, "parity")) return cmd_parity(argc - 2, argv + 2);
+    if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
+    fprintf(stderr, "mact: unknown command '%s'\n", c);
+    return usage(stderr);
+}
