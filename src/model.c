@@ -262,6 +262,21 @@ static int bind_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, in
     return 0;
 }
 
+/* Marks a table name as present without validating it (used to name unclaimed tensors). */
+static int claim_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape)
+{
+    centry *c = cfind(w->ct, name);
+    if (c) c->used = 1;
+    return 0;
+}
+
+static const char *first_unclaimed(ctable *ct)
+{
+    for (size_t i = 0; i < ct->n; i++)
+        if (!ct->e[i].used && strcmp(ct->e[i].name, "model.transformer.rotary_emb.inv_freq")) return ct->e[i].name;
+    return NULL;
+}
+
 typedef int (*tensor_fn)(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape);
 
 #define T1(nm, field, fl, a) do { int64_t sh_[1] = {a}; if ((rc = fn(w, nm, field, fl, 1, sh_))) return rc; } while (0)
@@ -488,11 +503,21 @@ int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **
     m->ae.blocks = mact_model_own(m, sizeof(mact_ae_block) * (size_t)c->ae_layers);
     if (!m->vis.blocks || !m->llm.blocks || !m->ae.blocks) { rc = mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory"); goto fail; }
     walk_ctx w = {.m = m, .ct = &ct, .err = err, .errlen = errlen};
-    if ((rc = walk_tensors(&w, bind_one))) goto fail;
-    for (size_t i = 0; i < ct.n; i++) {
-        if (ct.e[i].used || !strcmp(ct.e[i].name, "model.transformer.rotary_emb.inv_freq")) continue;
+    if ((rc = walk_tensors(&w, bind_one))) {
+        /* A missing tensor is often a renamed one: name what nothing in the table claims. */
+        walk_ctx cw = {.m = m, .ct = &ct};
+        walk_tensors(&cw, claim_one);
+        const char *extra = first_unclaimed(&ct);
+        size_t l = strlen(err);
+        if (extra && l + 1 < errlen)
+            snprintf(err + l, errlen - l, "; the checkpoint has unexpected tensor '%s' (renamed?)", extra);
+        goto fail;
+    }
+    const char *extra = first_unclaimed(&ct);
+    if (extra) {
+        const centry *e = cfind(&ct, extra);
         rc = mact_errf(err, errlen, MACT_ERR_MODEL, "unexpected tensor '%s' in %s: not part of a MolmoAct2 model with "
-                       "this config", ct.e[i].t->name, ct.e[i].t->file);
+                       "this config", e->t->name, e->t->file ? e->t->file : m->dir);
         goto fail;
     }
     *out = m;

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Loader refusals through the CLI: every broken checkpoint is a distinct, clear error (never a crash),
+# and the LeRobot and LeRobot+LoRA layouts load and match the reference (which merges LoRA itself).
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-/usr/bin/python3}; MACT=${MACT_BIN:-build/mact}
+T=${MACT_TMP:-$(mktemp -d)}/loader; mkdir -p "$T"
+SEED=${SEED:-$(( (RANDOM << 15) | RANDOM ))}
+echo "INFO seed $SEED"
+$PY tests/reference/gen_checkpoint.py tiny "$T/base" --seed "$SEED" >/dev/null || { echo "FAIL gen: generator failed"; exit 1; }
+expect_err() {  # case, expected message fragment
+    local case=$1 frag=$2
+    $PY tests/reference/mutate_checkpoint.py "$T/base" "$T/$case" "$case" >/dev/null || { echo "FAIL loader_$case: mutate failed"; return; }
+    local out rc
+    out=$($MACT inspect "$T/$case" 2>&1); rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$frag" <<<"$out"; then echo "PASS loader_$case ($out)"
+    else echo "FAIL loader_$case: rc=$rc, expected '$frag' in: $out"; fi
+}
+expect_err drop "missing tensor 'model.transformer.blocks.1.mlp.ff_out.weight'"
+expect_err rename "attention_norm.weight_renamed"
+expect_err reshape "has shape"
+expect_err extra "unexpected tensor 'model.transformer.extra_tensor.weight'"
+expect_err sampler_off "does not set use_grid_token_sampler"
+expect_err sampler_missing "has no grid token sampler tensors"
+expect_err truncate "model.safetensors"
+expect_err header_past_eof "header"
+expect_err overlap "overlap"
+expect_err dtype_size "wte.embedding"
+expect_err bad_json "JSON"
+expect_err bad_config "config.json"
+expect_err taps_out_of_range "vit_layers[1] = -99"
+out=$($MACT inspect "$T/base" 2>&1) && grep -q "grid token sampler: K=16" <<<"$out" \
+    && echo "PASS loader_inspect_ok" || echo "FAIL loader_inspect_ok: $out"
+# LeRobot key layout and LoRA adapters, checked numerically against the reference's own merge.
+for v in lerobot lora; do
+    extra="--lerobot"; [ $v = lora ] && extra="--lerobot --lora 4 --lora-alpha 16"
+    $PY tests/reference/gen_checkpoint.py tiny "$T/$v" --seed "$SEED" $extra >/dev/null \
+        && $PY tests/reference/make_golden.py "$T/$v" "$T/g_$v" --seed $((SEED + 1)) >/dev/null \
+        || { echo "FAIL loader_$v: reference failed"; continue; }
+    if out=$($MACT parity "$T/g_$v" --model "$T/$v" 2>&1); then echo "PASS loader_${v}_parity"
+    else echo "FAIL loader_${v}_parity:"; echo "$out"; fi
+done
