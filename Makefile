@@ -21,8 +21,9 @@ $(BUILD)/libmact.a: $(OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/mact: tools/mact.c $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) $< $(BUILD)/libmact.a $(LDLIBS) -o $@
+# the CLI: tools/mact.c dispatches to one file per front end (tools/*.c)
+$(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact.a
+	$(CC) $(CFLAGS) -Itools $(wildcard tools/*.c) $(BUILD)/libmact.a $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact.a
 	@mkdir -p $(dir $@)

@@ -8,6 +8,10 @@ export PYTHON=${PYTHON:-/usr/bin/python3}
 export MACT_BIN="$BUILD/mact"
 export MACT_TMP=${MACT_TMP:-$(mktemp -d /tmp/mact-test.XXXXXX)}
 passed=0; failed=0
+# One tiny random checkpoint shared by the C API tests (each suite that needs more makes its own).
+export MACT_TEST_MODEL="$MACT_TMP/tiny_model"
+"$PYTHON" tests/reference/gen_checkpoint.py tiny "$MACT_TEST_MODEL" >"$MACT_TMP/gen_tiny.log" 2>&1 \
+    || { echo "FAIL setup: tests/reference/gen_checkpoint.py tiny failed:"; tail -5 "$MACT_TMP/gen_tiny.log"; failed=1; }
 run_one() {  # name, command...
     local name=$1; shift
     local log="$MACT_TMP/$(echo "$name" | tr '/ ' '__').log"

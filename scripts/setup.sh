@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what mact needs on Debian 12 (run as root, or with sudo available). Idempotent.
+set -euo pipefail
+SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
+      python3 python3-numpy python3-torch libopenblas0-pthread)
+# node/npm only for the tokenizer equivalence test against HF's Rust tokenizers (npm packages)
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,111 @@
+/* Public API on a generated tiny checkpoint (MACT_TEST_MODEL, made by tests/run.sh): bad input at every
+ * stage is a clear MACT_ERR_INPUT naming the problem, never a crash; a session is reusable after one. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "th.h"
+#include "mact.h"
+
+static mact_session *S;
+
+static void expect(const char *name, int rc, const char *frag)
+{
+    const char *e = mact_session_error(S);
+    TH_CHECK(name, rc == MACT_ERR_INPUT && strstr(e, frag), "rc=%d err='%s' (wanted '%s')", rc, e, frag);
+}
+
+int main(void)
+{
+    const char *dir = getenv("MACT_TEST_MODEL");
+    if (!dir) { TH_CHECK("api_model", 0, "MACT_TEST_MODEL is not set (tests/run.sh makes one)"); TH_EXIT(); }
+    char err[1024];
+    mact_model *m = NULL;
+    int rc = mact_model_load(dir, NULL, &m, err, sizeof err);
+    TH_CHECK("api_load", rc == 0, "%s", err);
+    if (rc) TH_EXIT();
+    rc = mact_model_load("/nonexistent-dir", NULL, &(mact_model *){0}, err, sizeof err);
+    TH_CHECK("api_load_missing_dir", rc == MACT_ERR_IO && strstr(err, "config.json"), "rc=%d %s", rc, err);
+    mact_model_info mi;
+    mact_model_get_info(m, &mi);
+    mact_session_options so = {.max_tokens = 128, .max_images = 2};
+    rc = mact_session_new(m, &so, &S, err, sizeof err);
+    TH_CHECK("api_session", rc == 0, "%s", err);
+    if (rc) { mact_model_free(m); TH_EXIT(); }
+
+    size_t npix = (size_t)mi.n_patches * mi.patch_dim;
+    float *pix = calloc(3 * npix, sizeof(float));
+    float *emb = calloc((size_t)3 * mi.tokens_per_image * mi.d_model, sizeof(float));
+    expect("api_vision_zero_images", mact_vision(S, pix, 0, emb), "images");
+    expect("api_vision_too_many_images", mact_vision(S, pix, 3, emb), "1..2");
+    pix[12345] = NAN;
+    expect("api_vision_nan_pixels", mact_vision(S, pix, 1, emb), "non-finite");
+    pix[12345] = 0;
+    TH_CHECK("api_vision_ok_after_error", mact_vision(S, pix, 2, emb) == 0, "%s", mact_session_error(S));
+
+    int n = 40;
+    int64_t *ids = calloc(200, sizeof *ids);
+    float *hidden = calloc((size_t)200 * mi.d_model, sizeof(float));
+    float *bias = calloc(200 * 200, sizeof(float));
+    for (int i = 0; i < n; i++) ids[i] = i + 1;
+    ids[5] = mi.vocab_total;
+    expect("api_embed_id_out_of_range", mact_embed(S, ids, n, emb, 0, hidden), "outside the embedding");
+    ids[5] = -3;
+    expect("api_embed_negative_id", mact_embed(S, ids, n, emb, 0, hidden), "outside the embedding");
+    ids[5] = 6;
+    expect("api_embed_feature_count", mact_embed(S, ids, n, emb, 16, hidden), "image features");
+    expect("api_bias_too_long", mact_attention_bias(S, ids, 129, bias), "max_tokens");
+    TH_CHECK("api_embed_ok", mact_embed(S, ids, n, emb, 0, hidden) == 0, "%s", mact_session_error(S));
+    TH_CHECK("api_bias_ok", mact_attention_bias(S, ids, n, bias) == 0, "%s", mact_session_error(S));
+
+    size_t kvn = (size_t)mi.n_layers * n * mi.kv_dim;
+    float *keys = calloc(kvn, sizeof(float)), *vals = calloc(kvn, sizeof(float));
+    expect("api_llm_too_long", mact_llm_layers(S, hidden, bias, 129, 0, 1, keys, vals), "max_tokens");
+    expect("api_llm_bad_range", mact_llm_layers(S, hidden, bias, n, 0, mi.n_layers + 1, keys, vals), "layer range");
+    hidden[7] = INFINITY;
+    expect("api_llm_inf_hidden", mact_llm_layers(S, hidden, bias, n, 0, 1, keys, vals), "non-finite");
+    TH_CHECK("api_embed_again", mact_embed(S, ids, n, emb, 0, hidden) == 0, "%s", mact_session_error(S));
+    TH_CHECK("api_llm_ok", mact_llm_layers(S, hidden, bias, n, 0, mi.n_layers, keys, vals) == 0, "%s",
+             mact_session_error(S));
+
+    uint8_t enc[200];
+    memset(enc, 1, sizeof enc);
+    int A = mi.max_action_dim, H = 10;
+    float *traj = calloc((size_t)(mi.max_action_horizon + 1) * A, sizeof(float));
+    for (int i = 0; i < H * A; i++) traj[i] = (float)((i * 37 % 11) - 5) / 5.f;
+    expect("api_action_zero_steps", mact_action_generate(S, traj, H, 7, 0, keys, vals, enc, n), "flow steps");
+    expect("api_action_absurd_steps", mact_action_generate(S, traj, H, 7, 1000000, keys, vals, enc, n), "flow steps");
+    expect("api_action_horizon", mact_action_generate(S, traj, mi.max_action_horizon + 1, 7, 2, keys, vals, enc, n),
+           "max_action_horizon");
+    expect("api_action_dim", mact_action_generate(S, traj, H, A + 1, 2, keys, vals, enc, n), "max_action_dim");
+    memset(enc, 0, sizeof enc);
+    expect("api_action_all_masked", mact_action_generate(S, traj, H, 7, 2, keys, vals, enc, n), "hides every");
+    memset(enc, 1, sizeof enc);
+    keys[100] = NAN;
+    expect("api_action_nan_keys", mact_action_generate(S, traj, H, 7, 2, keys, vals, enc, n), "keys");
+    keys[100] = 0;
+    traj[3] = NAN;
+    expect("api_action_nan_noise", mact_action_generate(S, traj, H, 7, 2, keys, vals, enc, n), "noise");
+    traj[3] = 0.5f;
+    rc = mact_action_generate(S, traj, H, 7, 2, keys, vals, enc, n);
+    int pad_zero = 1, finite = 1;
+    for (int i = 0; i < H; i++)
+        for (int d = 0; d < A; d++) {
+            if (d >= 7 && traj[i * A + d] != 0.f) pad_zero = 0;
+            if (!isfinite(traj[i * A + d])) finite = 0;
+        }
+    TH_CHECK("api_action_ok", rc == 0 && finite, "%s", mact_session_error(S));
+    TH_CHECK("api_action_padded_dims_zero", pad_zero, "a padded action dim is non-zero");
+    float *k_ctx = calloc((size_t)mi.n_layers * n * mi.ae_hidden, sizeof(float));
+    float *v_ctx = calloc((size_t)mi.n_layers * n * mi.ae_hidden, sizeof(float));
+    uint8_t pad[256] = {0};
+    TH_CHECK("api_context_ok", mact_action_context(S, keys, vals, n, k_ctx, v_ctx) == 0, "%s", mact_session_error(S));
+    expect("api_step_bad_t", mact_action_step(S, traj, H, 1.5f, 2, k_ctx, v_ctx, enc, n, pad), "timestep");
+    traj[0] = NAN;
+    expect("api_step_nan_traj", mact_action_step(S, traj, H, 0.5f, 2, k_ctx, v_ctx, enc, n, pad), "trajectory");
+
+    free(pix); free(emb); free(ids); free(hidden); free(bias); free(keys); free(vals); free(traj);
+    free(k_ctx); free(v_ctx);
+    mact_session_free(S);
+    mact_model_free(m);
+    TH_EXIT();
+}
