@@ -113,6 +113,44 @@ int mact_action_generate(mact_session *s, float *traj, int h, int action_dim, in
 int mact_generate_from_ids(mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
                            float *traj, int h, int action_dim, int num_steps);
 
+/* ---- the integrator's call: camera frames + task + raw state -> actions in robot units ---- */
+
+/* One camera frame: height x width x 3 RGB bytes, row-major, owned by the caller. */
+typedef struct {
+    const uint8_t *rgb;
+    int height, width;
+} mact_frame;
+
+typedef struct {
+    const char *norm_tag;     /* NULL: the checkpoint's only tag (an error lists the tags when several) */
+    int num_steps;            /* flow-matching Euler steps; 0: config flow_matching_num_steps */
+    const float *noise;       /* initial noise [horizon, max_action_dim], or NULL for a Gaussian from seed */
+    int noise_len;            /* floats in noise; must equal horizon * max_action_dim */
+    uint64_t seed;
+    int n_action_steps;       /* rows returned; 0: the tag's n_action_steps (or its horizon) */
+} mact_predict_options;
+
+typedef struct {
+    double preprocess_ms, vision_ms, llm_ms, action_ms, total_ms;
+    int n_tokens;             /* prompt length */
+    int horizon;              /* action rows generated (the tag's action_horizon) */
+} mact_timings;
+
+/* frames [n_frames] in the checkpoint's camera order, task as UTF-8, state [state_dim] raw robot units
+ * -> actions [n_steps, action_dim] (row-major, in the caller's buffer of actions_cap floats).
+ * Needs tokenizer.json and norm_stats.json in the model directory. timings may be NULL. */
+int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const char *task, const float *state,
+                 int state_dim, const mact_predict_options *opt, float *actions, int actions_cap, int *n_steps,
+                 int *action_dim, mact_timings *timings);
+
+/* After mact_predict: a view of an intermediate tensor for dumps ("pixel_values", "image_embeds",
+ * "keys", "values", "noise", "actions_norm", "input_ids" as float). Valid until the next call on s;
+ * owned by the session. Returns MACT_ERR_INPUT for an unknown name. */
+int mact_session_tensor(const mact_session *s, const char *name, const float **data, int64_t shape[4], int *ndim);
+
+/* Token ids of UTF-8 text with the model's tokenizer (no BOS, specials matched). */
+int mact_tokenize(const mact_model *m, const char *text, int64_t *ids, int cap, int *n, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -162,10 +162,12 @@ int mact_config_parse(const char *json_text, mact_config *c, char *err, size_t e
     c->n_taps = nt;
     for (int i = 0; i < nt; i++) {
         int t = vl ? cJSON_GetArrayItem(vl, i)->valueint : taps_def[i];
-        int a = t < 0 ? c->vit_layers + t : t;  /* negative taps count from the stored layer count */
+        /* Negative taps count from vit_config.num_hidden_layers, as upstream does; the original checkpoint
+         * stores fewer blocks (27 configured, 25 stored), so the loader checks them against what is stored. */
+        int a = t < 0 ? c->vit_layers + t : t;
         if (a < 0 || a >= c->vit_layers) {
             rc = mact_errf(err, errlen, MACT_ERR_MODEL, "config.json: adapter_config.vit_layers[%d] = %d is outside "
-                           "the %d stored ViT layers", i, t, c->vit_layers);
+                           "the %d ViT layers", i, t, c->vit_layers);
             goto out;
         }
         c->taps[i] = a;

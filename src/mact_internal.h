@@ -130,6 +130,13 @@ struct mact_model {
     void **owned;
     size_t n_owned, cap_owned;
     char dir[4096];
+    /* optional files: the integrator's path (mact_predict) needs them, the stages do not */
+    struct mact_tokenizer *tok;      /* tokenizer.json */
+    struct mact_norm_stats_s *ns;    /* norm_stats.json */
+    char tok_err[512], ns_err[512];  /* why each is absent */
+    int frame_transform;             /* SO-101 joint frame (policy_preprocessor.json asks for it) */
+    float frame_signs[8], frame_offsets[8];
+    int frame_dim;
 };
 
 /* model.c */

@@ -11,6 +11,8 @@
 #include <cjson/cJSON.h>
 #include "mact_internal.h"
 #include "npy.h"
+#include "normstats.h"
+#include "tokenizer.h"
 
 enum {
     T_VEC = 1,       /* converted to F32 at load: norms, biases, small tables read directly by stages */
@@ -453,6 +455,29 @@ static int resolve_sampler(struct mact_model *m, ctable *ct, char *err, size_t e
     return 0;
 }
 
+/* A checkpoint may store fewer ViT blocks than vit_config.num_hidden_layers (upstream truncates the
+ * tower after the deepest tap): bind the blocks that are stored, which must cover every tap. */
+static int resolve_vit_depth(struct mact_model *m, ctable *ct, char *err, size_t errlen)
+{
+    mact_config *c = &m->cfg;
+    int stored = 0;
+    char nm[256];
+    for (;;) {
+        snprintf(nm, sizeof nm, "model.vision_backbone.image_vit.transformer.resblocks.%d.attention.wq.weight", stored);
+        if (!cfind(ct, nm)) break;
+        stored++;
+    }
+    if (stored > c->vit_layers)
+        return mact_errf(err, errlen, MACT_ERR_MODEL, "checkpoint stores %d ViT blocks but vit_config.num_hidden_layers "
+                         "is %d", stored, c->vit_layers);
+    for (int i = 0; i < c->n_taps; i++)
+        if (c->taps[i] >= stored)
+            return mact_errf(err, errlen, MACT_ERR_MODEL, "adapter tap %d (ViT block %d) is not stored: the checkpoint "
+                             "has %d ViT blocks", i, c->taps[i], stored);
+    c->vit_layers = stored;
+    return 0;
+}
+
 static int read_file(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -467,6 +492,34 @@ static int read_file(const char *path, char **out, size_t *len)
     *out = b;
     if (len) *len = (size_t)n;
     return 0;
+}
+
+/* tokenizer.json, norm_stats.json and the LeRobot preprocessor are needed only by mact_predict: their
+ * absence is recorded (and reported there), a malformed one likewise. */
+static void load_optional(struct mact_model *m)
+{
+    char path[4200], *txt = NULL;
+    snprintf(path, sizeof path, "%s/tokenizer.json", m->dir);
+    if (mact_tokenizer_load(path, &m->tok, m->tok_err, sizeof m->tok_err)) m->tok = NULL;
+    snprintf(path, sizeof path, "%s/norm_stats.json", m->dir);
+    if (read_file(path, &txt, NULL)) snprintf(m->ns_err, sizeof m->ns_err, "cannot read %.400s", path);
+    else {
+        m->ns = calloc(1, sizeof *m->ns);
+        if (!m->ns || mact_norm_stats_parse(txt, m->ns, m->ns_err, sizeof m->ns_err)) { free(m->ns); m->ns = NULL; }
+        free(txt);
+    }
+    /* LeRobot's SO-101 preprocessor may carry MolmoAct2StateFrameTransformStep (spec 4.3). */
+    snprintf(path, sizeof path, "%s/policy_preprocessor.json", m->dir);
+    if (!read_file(path, &txt, NULL)) {
+        if (strstr(txt, "StateFrameTransform") || strstr(txt, "state_frame_transform")) {
+            static const float sg[6] = {1, -1, 1, 1, 1, 1}, off[6] = {0, 90, 90, 0, 0, 0};
+            m->frame_transform = 1;
+            m->frame_dim = 6;
+            memcpy(m->frame_signs, sg, sizeof sg);
+            memcpy(m->frame_offsets, off, sizeof off);
+        }
+        free(txt);
+    }
 }
 
 int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **out, char *err, size_t errlen)
@@ -498,6 +551,7 @@ int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **
     if ((rc = canon_names(m, &ct, err, errlen))) goto fail;
     if (ct.has_lora && (rc = read_lora_scale(m, &ct, err, errlen))) goto fail;
     if ((rc = resolve_sampler(m, &ct, err, errlen))) goto fail;
+    if ((rc = resolve_vit_depth(m, &ct, err, errlen))) goto fail;
     m->vis.blocks = mact_model_own(m, sizeof(mact_vit_block) * (size_t)c->vit_layers);
     m->llm.blocks = mact_model_own(m, sizeof(mact_llm_block) * (size_t)c->n_layers);
     m->ae.blocks = mact_model_own(m, sizeof(mact_ae_block) * (size_t)c->ae_layers);
@@ -520,6 +574,7 @@ int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **
                        "this config", e->t->name, e->t->file ? e->t->file : m->dir);
         goto fail;
     }
+    load_optional(m);
     *out = m;
     return 0;
 fail:
@@ -533,6 +588,8 @@ void mact_model_free(mact_model *m)
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     if (m->st) mact_st_close(m->st);
+    mact_tokenizer_free(m->tok);
+    free(m->ns);
     free(m);
 }
 

@@ -103,6 +103,18 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
         p += ((size_t)plan[i].n + 15) & ~(size_t)15;
     }
     s->mod_steps = 0;
+    size_t hw = (size_t)c->image_h * c->image_w * 3, ha = (size_t)H * c->max_action_dim;
+    s->pv = malloc((size_t)s->max_images * P * PD * sizeof(float));
+    s->resized = malloc(hw);
+    s->ids = malloc((size_t)N * sizeof(int64_t));
+    s->ids_f = malloc((size_t)N * sizeof(float));
+    s->text = malloc(MACT_PROMPT_TEXT_CAP);
+    s->noise = malloc(ha * sizeof(float));
+    s->traj = malloc(ha * sizeof(float));
+    if (!s->pv || !s->resized || !s->ids || !s->ids_f || !s->text || !s->noise || !s->traj) {
+        mact_session_free(s);
+        return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory for the session's buffers");
+    }
     *out = s;
     return 0;
 }
@@ -111,6 +123,7 @@ void mact_session_free(mact_session *s)
 {
     if (!s) return;
     free(s->arena);
+    free(s->pv); free(s->resized); free(s->ids); free(s->ids_f); free(s->text); free(s->noise); free(s->traj);
     free(s);
 }
 

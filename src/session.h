@@ -6,6 +6,7 @@
 
 /* Modulation vectors depend only on t: schedules of up to this many steps are cached per session. */
 #define MACT_MOD_CACHE_STEPS 16
+#define MACT_PROMPT_TEXT_CAP (64 * 1024)
 
 struct mact_session {
     const struct mact_model *m;
@@ -25,6 +26,15 @@ struct mact_session {
     int a_rope_n;
     /* whole-pipeline buffers (mact_generate_from_ids) */
     float *p_embeds, *p_hidden, *p_bias, *p_keys, *p_values;
+    /* mact_predict: preprocessing and outputs kept for mact_session_tensor */
+    float *pv;                       /* [max_images, n_patches, patch_dim] */
+    uint8_t *resized;                /* [image_h, image_w, 3] */
+    int64_t *ids;                    /* [max_tokens] */
+    float *ids_f;                    /* ids as float for dumps */
+    char *text;                      /* prompt text */
+    float *noise, *traj;             /* [max_action_horizon, max_action_dim] */
+    int last_images, last_tokens, last_h;
+    uint64_t rng[4];
     float *scores;                   /* attention scratch, per thread */
     float *maskf;                    /* small per-call masks */
     char err[1024];

@@ -28,6 +28,7 @@ expect_err overlap "overlap"
 expect_err dtype_size "wte.embedding"
 expect_err bad_json "JSON"
 expect_err bad_config "config.json"
+expect_err drop_vit_block "is not stored"
 expect_err taps_out_of_range "vit_layers[1] = -99"
 out=$($MACT inspect "$T/base" 2>&1) && grep -q "grid token sampler: K=16" <<<"$out" \
     && echo "PASS loader_inspect_ok" || echo "FAIL loader_inspect_ok: $out"

@@ -3,12 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mact.h"
+#include "commands.h"
 #include "parity.h"
 
 static int usage(FILE *f)
 {
     fprintf(f,
             "usage: mact <command> [args]\n"
+            "  demo                                  synthesize a tiny random checkpoint (cached) and run it end to end\n"
+            "  run --model DIR --image A.png ... --task T --state S   images + task + state -> actions\n"
+            "  tokenize --model DIR TEXT             token ids of TEXT\n"
+            "  synth PRESET OUT_DIR [--seed S] [--dtype mixed|f32|bf16]   random checkpoint (tiny|libero|so101)\n"
+            "  bench [--model DIR] [--threads N] [--precision fp32|bf16]  per-stage timings\n"
             "  inspect MODEL_DIR                     config summary, parameters, bytes, dtype mix\n"
             "  parity GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
             "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n");
@@ -54,6 +60,11 @@ int main(int argc, char **argv)
 {
     if (argc < 2) return usage(stderr);
     const char *c = argv[1];
+    if (!strcmp(c, "demo")) return cmd_demo(argc - 2, argv + 2);
+    if (!strcmp(c, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
+    if (!strcmp(c, "synth")) return cmd_synth(argc - 2, argv + 2);
+    /* bench: wired when tools/bench_cmd.c lands */
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(c, "parity")) return cmd_parity(argc - 2, argv + 2);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }

@@ -93,6 +93,12 @@ def main():
         for k, _, _ in entries:
             w.write(k, t[k])
         w.close()
+    elif case == "drop_vit_block":  # tower truncated before the deepest tap
+        import re
+        last = max(int(m.group(1)) for k in h for m in [re.search(r"resblocks\.(\d+)\.", k)] if m)
+        for k in [k for k in h if f"resblocks.{last}." in k]:
+            del h[k]
+        save(st, h, data)
     elif case == "taps_out_of_range":
         c = json.load(open(cfgp)); c["adapter_config"]["vit_layers"] = [-1, -99]; json.dump(c, open(cfgp, "w"))
     else:

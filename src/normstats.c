@@ -1,0 +1,156 @@
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "mact_internal.h"
+#include "normstats.h"
+
+static int read_vec(const cJSON *o, const char *key, double *v, int *dim, const char *where, char *err, size_t el)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsArray(a))
+        return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s missing or not a list", where, key);
+    int n = cJSON_GetArraySize(a);
+    if (n < 1 || n > MACT_NORM_MAX_DIM)
+        return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s has %d values (1..%d)", where, key, n,
+                         MACT_NORM_MAX_DIM);
+    if (*dim && n != *dim)
+        return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s has %d values, other stats have %d", where,
+                         key, n, *dim);
+    *dim = n;
+    for (int i = 0; i < n; i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
+            return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s[%d] is not a finite number", where, key, i);
+        v[i] = x->valuedouble;
+    }
+    return 0;
+}
+
+static int read_feature(const cJSON *o, int mode, mact_feature_stats *f, const char *where, char *err, size_t el)
+{
+    static const char *pairs[][2] = {{"q01", "q99"}, {"min", "max"}, {"mean", "std"}, {"q10", "q90"}, {NULL, NULL}};
+    memset(f, 0, sizeof *f);
+    if (!cJSON_IsObject(o)) return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s missing", where);
+    int rc;
+    if (mode != MACT_NORM_NONE) {
+        if ((rc = read_vec(o, pairs[mode][0], f->lo, &f->dim, where, err, el))) return rc;
+        if ((rc = read_vec(o, pairs[mode][1], f->hi, &f->dim, where, err, el))) return rc;
+    } else {
+        if ((rc = read_vec(o, "q01", f->lo, &f->dim, where, err, el))) return rc;  /* only for the dim */
+    }
+    double mn[MACT_NORM_MAX_DIM], mx[MACT_NORM_MAX_DIM];
+    int d2 = f->dim;
+    int have_mm = cJSON_GetObjectItemCaseSensitive(o, "min") && cJSON_GetObjectItemCaseSensitive(o, "max");
+    if (have_mm && ((rc = read_vec(o, "min", mn, &d2, where, err, el)) || (rc = read_vec(o, "max", mx, &d2, where, err, el))))
+        return rc;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "mask");
+    if (m && (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != f->dim))
+        return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.mask must list %d booleans", where, f->dim);
+    for (int i = 0; i < f->dim; i++) {
+        f->mask[i] = m ? cJSON_IsTrue(cJSON_GetArrayItem(m, i)) : 1;
+        f->zero[i] = have_mm && mn[i] == mx[i];
+    }
+    return 0;
+}
+
+int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size_t el)
+{
+    memset(ns, 0, sizeof *ns);
+    cJSON *r = cJSON_Parse(json);
+    int rc = 0;
+    if (!cJSON_IsObject(r)) { rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: not a JSON object"); goto out; }
+    const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "norm_mode"));
+    if (!mode || !strcmp(mode, "q01_q99")) ns->mode = MACT_NORM_Q01_Q99;
+    else if (!strcmp(mode, "min_max")) ns->mode = MACT_NORM_MIN_MAX;
+    else if (!strcmp(mode, "mean_std")) ns->mode = MACT_NORM_MEAN_STD;
+    else if (!strcmp(mode, "q10_q90")) ns->mode = MACT_NORM_Q10_Q90;
+    else if (!strcmp(mode, "none")) ns->mode = MACT_NORM_NONE;
+    else { rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: unknown norm_mode \"%s\"", mode); goto out; }
+    const cJSON *tags = cJSON_GetObjectItemCaseSensitive(r, "metadata_by_tag"), *t;
+    if (!cJSON_IsObject(tags) || !cJSON_GetArraySize(tags)) {
+        rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: metadata_by_tag missing or empty");
+        goto out;
+    }
+    cJSON_ArrayForEach(t, tags) {
+        if (ns->n_tags == MACT_NORM_MAX_TAGS) break;
+        mact_norm_tag *g = &ns->tags[ns->n_tags];
+        snprintf(g->name, sizeof g->name, "%s", t->string);
+        char where[200];
+        snprintf(where, sizeof where, "%s.state_stats", g->name);
+        if ((rc = read_feature(cJSON_GetObjectItemCaseSensitive(t, "state_stats"), ns->mode, &g->state, where, err, el)))
+            goto out;
+        snprintf(where, sizeof where, "%s.action_stats", g->name);
+        if ((rc = read_feature(cJSON_GetObjectItemCaseSensitive(t, "action_stats"), ns->mode, &g->action, where, err, el)))
+            goto out;
+        const cJSON *v;
+        g->action_horizon = (v = cJSON_GetObjectItemCaseSensitive(t, "action_horizon")) && cJSON_IsNumber(v) ? v->valueint : 0;
+        g->n_action_steps = (v = cJSON_GetObjectItemCaseSensitive(t, "n_action_steps")) && cJSON_IsNumber(v) ? v->valueint : 0;
+        const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "setup_type"));
+        snprintf(g->setup_type, sizeof g->setup_type, "%s", s ? s : "");
+        s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "control_mode"));
+        snprintf(g->control_mode, sizeof g->control_mode, "%s", s ? s : "");
+        ns->n_tags++;
+    }
+out:
+    cJSON_Delete(r);
+    return rc;
+}
+
+const mact_norm_tag *mact_norm_find_tag(const mact_norm_stats *ns, const char *name, char *err, size_t el)
+{
+    if (!name && ns->n_tags == 1) return &ns->tags[0];
+    for (int i = 0; name && i < ns->n_tags; i++)
+        if (!strcmp(ns->tags[i].name, name)) return &ns->tags[i];
+    size_t o = 0;
+    if (err && el) {
+        o += snprintf(err, el, name ? "unknown norm tag \"%s\"; valid tags:" : "%snorm tag required; valid tags:",
+                      name ? name : "");
+        for (int i = 0; i < ns->n_tags && o < el; i++) o += snprintf(err + o, el - o, " %s", ns->tags[i].name);
+    }
+    return NULL;
+}
+
+void mact_norm_state(const mact_norm_stats *ns, const mact_feature_stats *f, const float *x, float *out)
+{
+    for (int i = 0; i < f->dim; i++) {
+        double v = x[i], n;
+        switch (ns->mode) {
+        case MACT_NORM_MEAN_STD: n = (v - f->lo[i]) / fmax(f->hi[i], 1e-6); break;
+        case MACT_NORM_NONE: n = v; break;
+        default:
+            n = 2.0 * (v - f->lo[i]) / fmax(f->hi[i] - f->lo[i], 1e-6) - 1.0;
+            n = n < -1 ? -1 : n > 1 ? 1 : n;
+        }
+        n = f->mask[i] ? n : v;
+        out[i] = f->zero[i] ? 0.f : (float)n;
+    }
+}
+
+void mact_state_bins(const float *norm, int dim, int n_bins, int *bins)
+{
+    for (int i = 0; i < dim; i++) {
+        float v = norm[i];
+        if (isnan(v)) v = 0;
+        v = v < -1 ? -1 : v > 1 ? 1 : v;
+        /* float32 arithmetic and rint (round half to even), as numpy on the float32 state */
+        float b = rintf((v + 1.f) / 2.f * (float)(n_bins - 1));
+        bins[i] = b < 0 ? 0 : b > n_bins - 1 ? n_bins - 1 : (int)b;
+    }
+}
+
+void mact_unnorm_actions(const mact_norm_stats *ns, const mact_feature_stats *f, const float *a, int n, int ld,
+                         float *out)
+{
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < f->dim; i++) {
+            double v = a[r * ld + i], x;
+            if (ns->mode == MACT_NORM_NONE) x = v;
+            else if (ns->mode == MACT_NORM_MEAN_STD) x = v * f->hi[i] + f->lo[i];
+            else {
+                v = v < -1 ? -1 : v > 1 ? 1 : v;
+                x = (v + 1.0) * (f->hi[i] - f->lo[i]) / 2.0 + f->lo[i];
+            }
+            out[r * f->dim + i] = (float)(f->mask[i] ? x : v);
+        }
+}

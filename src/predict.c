@@ -1,0 +1,210 @@
+/* The integrator's call (spec 4-5): frames + task + raw state -> actions in robot units. Inputs are
+ * validated before any stage runs, so a rejected call leaves no half-written output. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+#include "image.h"
+#include "normstats.h"
+#include "prompt.h"
+#include "session.h"
+#include "tokenizer.h"
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* xoshiro256** seeded by splitmix64; Gaussian by Box-Muller. */
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t next_u64(uint64_t *s)
+{
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
+    return r;
+}
+static void seed_rng(uint64_t *s, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) {
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        s[i] = z ^ (z >> 31);
+    }
+}
+static double uniform01(uint64_t *s) { return ((next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+int mact_tokenize(const mact_model *m, const char *text, int64_t *ids, int cap, int *n, char *err, size_t el)
+{
+    if (!m->tok) return mact_errf(err, el, MACT_ERR_IO, "no tokenizer: %s", m->tok_err);
+    size_t got = 0;
+    int rc = mact_tokenizer_encode(m->tok, text, strlen(text), ids, (size_t)cap, &got, err, el);
+    *n = (int)got;
+    return rc ? MACT_ERR_INPUT : 0;
+}
+
+int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const char *task, const float *state,
+                 int state_dim, const mact_predict_options *opt, float *actions, int actions_cap, int *n_steps,
+                 int *action_dim, mact_timings *tm)
+{
+    mact_session_enter(s);
+    const struct mact_model *m = s->m;
+    const mact_config *c = &m->cfg;
+    mact_predict_options o = {0};
+    if (opt) o = *opt;
+    mact_timings t = {0};
+    double t0 = now_ms();
+    char err[768];
+    if (!m->tok) return mact_session_fail(s, MACT_ERR_IO, "predict needs tokenizer.json: %s", m->tok_err);
+    if (!m->ns) return mact_session_fail(s, MACT_ERR_IO, "predict needs norm_stats.json: %s", m->ns_err);
+    const mact_norm_tag *tag = mact_norm_find_tag(m->ns, o.norm_tag, err, sizeof err);
+    if (!tag) return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
+    if (n_frames < 1 || n_frames > s->max_images)
+        return mact_session_fail(s, MACT_ERR_INPUT, "%d camera frames; this session takes 1..%d", n_frames, s->max_images);
+    if (!state || state_dim != tag->state.dim)
+        return mact_session_fail(s, MACT_ERR_INPUT, "state has %d values but norm tag \"%s\" expects %d", state_dim,
+                                 tag->name, tag->state.dim);
+    for (int i = 0; i < state_dim; i++)
+        if (!isfinite(state[i]))
+            return mact_session_fail(s, MACT_ERR_INPUT, "state[%d] is %g: state must be finite", i, (double)state[i]);
+    if (!task) return mact_session_fail(s, MACT_ERR_INPUT, "task is NULL");
+    const int A = c->max_action_dim, adim = tag->action.dim;
+    if (adim > A)
+        return mact_session_fail(s, MACT_ERR_INPUT, "norm tag \"%s\" has %d action dims; the model has %d", tag->name,
+                                 adim, A);
+    int H = tag->action_horizon ? tag->action_horizon : c->max_action_horizon;
+    if (H > c->max_action_horizon)
+        return mact_session_fail(s, MACT_ERR_INPUT, "norm tag action_horizon %d exceeds max_action_horizon %d", H,
+                                 c->max_action_horizon);
+    int steps_out = o.n_action_steps ? o.n_action_steps : tag->n_action_steps ? tag->n_action_steps : H;
+    if (steps_out < 1 || steps_out > H)
+        return mact_session_fail(s, MACT_ERR_INPUT, "n_action_steps %d is outside 1..%d (the horizon)", steps_out, H);
+    if ((int64_t)steps_out * adim > actions_cap)
+        return mact_session_fail(s, MACT_ERR_INPUT, "actions buffer holds %d floats; %d x %d needed", actions_cap,
+                                 steps_out, adim);
+    int steps = o.num_steps ? o.num_steps : c->flow_steps;
+    if (o.noise && o.noise_len != H * A)
+        return mact_session_fail(s, MACT_ERR_INPUT, "noise has %d values; the tag's horizon %d x max_action_dim %d "
+                                 "needs %d", o.noise_len, H, A, H * A);
+    if (o.noise && (mact_check_finite(s, o.noise, (int64_t)H * A, "noise"))) return MACT_ERR_INPUT;
+
+    /* images: decode is the caller's; resize + normalise + patchify per spec 4.1 */
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3;
+    for (int i = 0; i < n_frames; i++) {
+        if (!frames[i].rgb || frames[i].height < 1 || frames[i].width < 1)
+            return mact_session_fail(s, MACT_ERR_INPUT, "camera frame %d is empty", i);
+        if (mact_image_preprocess(frames[i].rgb, frames[i].height, frames[i].width, c->image_h, c->image_w, c->patch,
+                                  s->pv + i * P * PD, (size_t)(P * PD), err, sizeof err))
+            return mact_session_fail(s, MACT_ERR_INPUT, "camera frame %d: %s", i, err);
+    }
+    /* state -> frame transform -> normalised -> bins */
+    float st[MACT_NORM_MAX_DIM], sn[MACT_NORM_MAX_DIM];
+    int bins[MACT_NORM_MAX_DIM];
+    for (int i = 0; i < state_dim; i++) st[i] = state[i];
+    if (m->frame_transform && state_dim == m->frame_dim)
+        for (int i = 0; i < state_dim; i++) st[i] = m->frame_signs[i] * st[i] + m->frame_offsets[i];
+    mact_norm_state(m->ns, &tag->state, st, sn);
+    mact_state_bins(sn, state_dim, c->num_state_tokens, bins);
+    /* prompt text -> ids, <|image|> expanded, BOS (= EOS for Qwen) prepended */
+    char task_norm[MACT_MAX_TASK];
+    if (mact_normalize_task(task, task_norm, sizeof task_norm, err, sizeof err))
+        return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
+    if (mact_build_prompt_text(n_frames, task_norm, tag->setup_type, tag->control_mode, bins, state_dim, s->text,
+                               MACT_PROMPT_TEXT_CAP, err, sizeof err))
+        return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
+    int64_t img_tok = mact_tokenizer_token_to_id(m->tok, "<|image|>");
+    if (img_tok < 0) return mact_session_fail(s, MACT_ERR_MODEL, "tokenizer.json has no <|image|> token");
+    size_t nt = 0;
+    const int K = c->tokens_per_image;
+    int64_t *ids = s->ids;
+    /* tokens go after the BOS slot; each <|image|> grows by K + 1 */
+    size_t cap = (size_t)s->max_tokens - 1 - (size_t)n_frames * (K + 1);
+    if ((int64_t)s->max_tokens - 1 - (int64_t)n_frames * (K + 1) < 1)
+        return mact_session_fail(s, MACT_ERR_INPUT, "prompt longer than the model allows (%d tokens)", s->max_tokens);
+    if (mact_tokenizer_encode(m->tok, s->text, strlen(s->text), ids + 1 + (size_t)n_frames * (K + 1), cap, &nt, err,
+                              sizeof err))
+        return mact_session_fail(s, MACT_ERR_INPUT, "%s%s", strstr(err, "do not fit") ? "prompt longer than the "
+                                 "session's max_tokens allows: " : "", err);
+    int64_t *src = ids + 1 + (size_t)n_frames * (K + 1);
+    size_t w = 1;
+    int seen = 0;
+    ids[0] = c->eos_id;
+    for (size_t i = 0; i < nt; i++) {
+        if (src[i] != img_tok) { ids[w++] = src[i]; continue; }
+        seen++;
+        ids[w++] = c->image_start_id;
+        for (int k = 0; k < K; k++) ids[w++] = c->image_patch_id;
+        ids[w++] = c->image_end_id;
+    }
+    if (seen != n_frames)
+        return mact_session_fail(s, MACT_ERR_INPUT, "the task text adds %d <|image|> markers; tasks may not contain "
+                                 "special tokens", seen - n_frames);
+    int n = (int)w;
+    for (int i = 0; i < n; i++) s->ids_f[i] = (float)ids[i];
+    /* noise */
+    if (o.noise) memcpy(s->noise, o.noise, (size_t)H * A * sizeof(float));
+    else {
+        seed_rng(s->rng, o.seed);
+        for (int i = 0; i < H * A; i += 2) {
+            double u1 = uniform01(s->rng), u2 = uniform01(s->rng), r = sqrt(-2.0 * log(u1));
+            s->noise[i] = (float)(r * cos(2 * M_PI * u2));
+            if (i + 1 < H * A) s->noise[i + 1] = (float)(r * sin(2 * M_PI * u2));
+        }
+    }
+    memcpy(s->traj, s->noise, (size_t)H * A * sizeof(float));
+    t.preprocess_ms = now_ms() - t0;
+
+    int rc;
+    double t1 = now_ms();
+    if ((rc = mact_vision(s, s->pv, n_frames, s->p_embeds))) return rc;
+    double t2 = now_ms();
+    if ((rc = mact_embed(s, ids, n, s->p_embeds, n_frames * K, s->p_hidden)) ||
+        (rc = mact_attention_bias(s, ids, n, s->p_bias)) ||
+        (rc = mact_llm_layers_ex(s, s->p_hidden, s->p_bias, n, 0, c->n_layers, s->p_keys, s->p_values, 1)))
+        return rc;
+    double t3 = now_ms();
+    uint8_t *enc = (uint8_t *)s->p_bias;
+    if ((rc = mact_encoder_mask(s, ids, n, enc))) return rc;
+    if ((rc = mact_action_generate(s, s->traj, H, adim, steps, s->p_keys, s->p_values, enc, n))) return rc;
+    double t4 = now_ms();
+    mact_unnorm_actions(m->ns, &tag->action, s->traj, steps_out, A, actions);
+    if (m->frame_transform && adim == m->frame_dim)
+        for (int r = 0; r < steps_out; r++)
+            for (int i = 0; i < adim; i++)
+                actions[r * adim + i] = m->frame_signs[i] * (actions[r * adim + i] - m->frame_offsets[i]);
+    s->last_images = n_frames;
+    s->last_tokens = n;
+    s->last_h = H;
+    t.vision_ms = t2 - t1;
+    t.llm_ms = t3 - t2;
+    t.action_ms = t4 - t3;
+    t.total_ms = now_ms() - t0;
+    t.n_tokens = n;
+    t.horizon = H;
+    if (n_steps) *n_steps = steps_out;
+    if (action_dim) *action_dim = adim;
+    if (tm) *tm = t;
+    return 0;
+}
+
+int mact_session_tensor(const mact_session *s, const char *name, const float **data, int64_t shape[4], int *ndim)
+{
+    const mact_config *c = &s->m->cfg;
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, N = s->last_tokens;
+    const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    memset(shape, 0, 4 * sizeof *shape);
+    if (!s->last_tokens) return MACT_ERR_INPUT;
+    if (!strcmp(name, "pixel_values")) {
+        *data = s->pv; *ndim = 3; shape[0] = s->last_images; shape[1] = P; shape[2] = PD;
+    } else if (!strcmp(name, "image_embeds")) {
+        *data = s->p_embeds; *ndim = 2; shape[0] = (int64_t)s->last_images * c->tokens_per_image; shape[1] = c->d_model;
+    } else if (!strcmp(name, "keys") || !strcmp(name, "values")) {
+        *data = name[0] == 'k' ? s->p_keys : s->p_values; *ndim = 3; shape[0] = L; shape[1] = N; shape[2] = kvd;
+    } else if (!strcmp(name, "noise") || !strcmp(name, "actions_norm")) {
+        *data = name[0] == 'n' ? s->noise : s->traj; *ndim = 2; shape[0] = s->last_h; shape[1] = c->max_action_dim;
+    } else if (!strcmp(name, "input_ids")) {
+        *data = s->ids_f; *ndim = 1; shape[0] = N;
+    } else return MACT_ERR_INPUT;
+    return 0;
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The integrator's path end to end: `mact run` (PNG frames + task + raw state + noise) against the
+# reference (tests/reference/predict_ref.py: torch resize, HF's Rust tokenizers, MolmoAct2Ref), on a
+# checkpoint synthesized by `mact synth` (so the C writer's layout is checked by the reference too).
+# Gates: token ids identical; pixel_values max abs <= 1e-6 (observed 0: same uint8 after resize);
+# normalised actions max abs <= 1e-4 (observed ~1e-6); robot-unit actions max abs <= 1e-4 x range.
+# Then every bad input is a clear error and --dump writes nothing.
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-/usr/bin/python3}; MACT=${MACT_BIN:-build/mact}
+T=${MACT_TMP:-$(mktemp -d)}/predict; rm -rf "$T"; mkdir -p "$T"
+SEED=${SEED:-$(( (RANDOM << 15) | RANDOM ))}
+echo "INFO seed $SEED"
+if ! scripts/setup_tokenizer.sh >"$T/tok_setup.log" 2>&1; then
+    echo "FAIL predict_setup: scripts/setup_tokenizer.sh failed (the Rust tokenizers reference is needed):"
+    tail -5 "$T/tok_setup.log"; exit 1
+fi
+$MACT synth tiny "$T/model" --seed "$SEED" >/dev/null || { echo "FAIL predict_synth: mact synth tiny failed"; exit 1; }
+compare() {  # name, case dir
+    local name=$1 d=$2
+    $PY - "$d" "$name" <<'PYEOF'
+import json, sys, numpy as np
+d, name = sys.argv[1], sys.argv[2]
+r = np.load(f"{d}/ref.npz")
+def res(ok, what, detail):
+    print(("PASS" if ok else "FAIL") + f" predict_{name}/{what} {detail}")
+ids = np.load(f"{d}/dump/input_ids.npy").astype(np.int64)
+ok = ids.shape == r["input_ids"].shape and (ids == r["input_ids"]).all()
+res(ok, "input_ids", f"n={ids.size} ref_n={r['input_ids'].size}" + ("" if ok else f" first diff at {int(np.argmax(ids[:min(ids.size, r['input_ids'].size)] != r['input_ids'][:min(ids.size, r['input_ids'].size)]))}"))
+pv = np.load(f"{d}/dump/pixel_values.npy"); e = float(np.abs(pv - r["pixel_values"]).max())
+res(e <= 1e-6, "pixel_values", f"max_abs={e:.3e} (<= 1e-6)")
+an = np.load(f"{d}/dump/actions_norm.npy"); e = float(np.abs(an - r["actions_norm"]).max())
+res(e <= 1e-4, "actions_norm", f"max_abs={e:.3e} (<= 1e-4)")
+a = np.load(f"{d}/dump/actions.npy"); ra = r["actions"]
+e = float(np.abs(a - ra).max()) if a.shape == ra.shape else float("inf")
+scale = float(np.abs(ra).max()) + 1e-12
+res(e <= 1e-4 * max(1.0, scale), "actions", f"shape={a.shape} max_abs={e:.3e} (<= 1e-4 x max(1, {scale:.3g}))")
+PYEOF
+}
+run_case() {  # name, n_images, [task]
+    local name=$1 n=$2 task=${3:-}
+    local d="$T/$name" extra=()
+    [ -n "$task" ] && extra=(--task "$task")
+    if ! $PY tests/reference/predict_ref.py "$T/model" "$d" --seed $((SEED + n)) --n-images "$n" "${extra[@]}" >"$d.log" 2>&1; then
+        echo "FAIL predict_$name: reference failed"; tail -5 "$d.log"; return; fi
+    local imgs=() i
+    for ((i = 0; i < n; i++)); do imgs+=(--image "$d/cam$i.png"); done
+    local task_arg state tag
+    task_arg=$($PY -c "import json;print(json.load(open('$d/case.json'))['task'])")
+    state=$($PY -c "import json;print(json.load(open('$d/case.json'))['state'])")
+    tag=$($PY -c "import json;print(json.load(open('$d/case.json'))['norm_tag'])")
+    if ! $MACT run --model "$T/model" "${imgs[@]}" --task "$task_arg" --state "$state" --norm-tag "$tag" \
+            --noise "$d/noise.npy" --dump "$d/dump" >"$d.run.log" 2>&1; then
+        echo "FAIL predict_$name: mact run failed:"; tail -5 "$d.run.log"; return; fi
+    compare "$name" "$d"
+}
+run_case two_cams 2
+run_case one_cam 1 "put the bowl on the plate"
+run_case three_cams_unicode 3 "  Instruction: Öffne die Schublade — und lege den Würfel hinein.  "
+
+# bad input: each a clear error, exit 1, and --dump writes nothing
+d="$T/two_cams"; st=$($PY -c "import json;print(json.load(open('$d/case.json'))['state'])")
+bad() {  # name, expected fragment, args...
+    local name=$1 frag=$2; shift 2
+    rm -rf "$T/baddump"
+    local out rc; out=$($MACT run --model "$T/model" --dump "$T/baddump" "$@" 2>&1); rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$frag" <<<"$out" && [ ! -e "$T/baddump" ]; then echo "PASS predict_bad_$name ($out)"
+    else echo "FAIL predict_bad_$name: rc=$rc dump_exists=$([ -e "$T/baddump" ] && echo yes || echo no) want '$frag': $out"; fi
+}
+: > "$T/empty.png"; head -c 300 "$d/cam0.png" > "$T/trunc.png"; echo "not an image" > "$T/text.png"
+$PY -c "
+import sys, zlib, struct
+def chunk(t, b): return struct.pack('>I', len(b)) + t + b + struct.pack('>I', zlib.crc32(t + b))
+open('$T/huge.png', 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 100000, 100000, 8, 2, 0, 0, 0)) + chunk(b'IEND', b''))"
+ok_args=(--image "$d/cam0.png" --image "$d/cam1.png" --task "pick it up")
+bad missing_image "No such file" --image "$T/nope.png" --task t --state "$st"
+bad empty_image "empty" --image "$T/empty.png" --task t --state "$st"
+bad truncated_image "truncated" --image "$T/trunc.png" --task t --state "$st"
+bad not_an_image "image" --image "$T/text.png" --task t --state "$st"
+bad huge_image "limit" --image "$T/huge.png" --task t --state "$st"
+bad state_len "expects 8" "${ok_args[@]}" --state "1,2,3"
+bad state_nan "must be finite" "${ok_args[@]}" --state "$(sed 's/^[^,]*/nan/' <<<"$st")"
+bad state_inf "must be finite" "${ok_args[@]}" --state "$(sed 's/^[^,]*/inf/' <<<"$st")"
+bad norm_tag "valid tags: libero" "${ok_args[@]}" --state "$st" --norm-tag nosuchtag
+bad utf8 "UTF-8" --image "$d/cam0.png" --task "$(printf 'bad \xff\xfe bytes')" --state "$st"
+bad long_prompt "longer than" "${ok_args[@]}" --state "$st" --task "$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/aaaa/ab c/g')"
+bad noise_shape "noise" "${ok_args[@]}" --state "$st" --noise "$d/dump/input_ids.npy"
+bad special_in_task "special tokens" "${ok_args[@]}" --state "$st" --task "look <|image|> here"

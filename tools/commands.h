@@ -1,0 +1,9 @@
+/* One entry per `mact` subcommand; each returns the process exit status. */
+#ifndef MACT_COMMANDS_H
+#define MACT_COMMANDS_H
+int cmd_run(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+#endif

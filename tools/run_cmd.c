@@ -1,0 +1,279 @@
+/* `mact run`, `mact demo`, `mact tokenize`: the integrator's front ends over mact_predict. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "commands.h"
+#include "image.h"
+#include "mact.h"
+#include "npy.h"
+#include "synth.h"
+
+#define MAX_CAMS 8
+
+static int parse_floats(const char *s, float *out, int cap, int *n)
+{
+    *n = 0;
+    while (*s) {
+        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '[' || *s == ']') s++;
+        if (!*s) break;
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (end == s || errno) return -1;
+        if (*n == cap) return -2;
+        out[(*n)++] = (float)v;
+        s = end;
+    }
+    return 0;
+}
+
+/* PNG/JPEG by content, or an .npy HxWx3 array (uint8, or float in [0, 1]). */
+static int load_frame(const char *path, mact_image *img, char *err, size_t el)
+{
+    size_t l = strlen(path);
+    if (l > 4 && !strcmp(path + l - 4, ".npy")) {
+        mact_array a = {0};
+        if (mact_npy_read(path, &a, err, el)) return -1;
+        int rc = -1;
+        if (a.ndim != 3 || a.shape[2] != 3) snprintf(err, el, "%s: expected an HxWx3 array", path);
+        else if (a.dtype == MACT_U8) rc = mact_image_from_u8(a.data, a.shape[0], a.shape[1], img, err, el);
+        else if (a.dtype == MACT_F32) rc = mact_image_from_f32(a.data, a.shape[0], a.shape[1], img, err, el);
+        else snprintf(err, el, "%s: dtype %s; expected uint8 or float32", path, mact_dtype_name(a.dtype));
+        mact_array_free(&a);
+        return rc;
+    }
+    return mact_image_load_file(path, img, err, el);
+}
+
+static int dump_tensor(const mact_session *s, const char *dir, const char *name, char *err, size_t el)
+{
+    const float *d;
+    int64_t shape[4];
+    int nd;
+    if (mact_session_tensor(s, name, &d, shape, &nd)) return 0;
+    mact_array a = {0};
+    if (mact_array_alloc(&a, name, MACT_F32, nd, shape, err, el)) return -1;
+    memcpy(a.data, d, a.nbytes);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s.npy", dir, name);
+    int rc = mact_npy_write(p, &a, err, el);
+    mact_array_free(&a);
+    return rc;
+}
+
+typedef struct {
+    const char *model, *task, *state, *norm_tag, *noise, *dump;
+    const char *images[MAX_CAMS];
+    int n_images, steps, json, threads, n_action_steps, has_seed;
+    uint64_t seed;
+} run_args;
+
+static int predict_and_print(const run_args *a, const mact_frame *frames)
+{
+    char err[1024];
+    mact_model *m = NULL;
+    mact_session *s = NULL;
+    float state[64], *noise = NULL, *actions = NULL;
+    int ns = 0, rc = 1;
+    if (parse_floats(a->state, state, 64, &ns)) { fprintf(stderr, "mact: --state: expected up to 64 numbers\n"); return 1; }
+    if (mact_model_load(a->model, NULL, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
+    mact_model_info mi;
+    mact_model_get_info(m, &mi);
+    mact_session_options so = {.n_threads = a->threads, .max_images = a->n_images > 4 ? a->n_images : 4};
+    if (mact_session_new(m, &so, &s, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); goto out; }
+    mact_predict_options po = {.norm_tag = a->norm_tag, .num_steps = a->steps, .seed = a->seed,
+                               .n_action_steps = a->n_action_steps};
+    if (a->noise) {
+        mact_array na = {0};
+        size_t cnt;
+        if (mact_npy_read(a->noise, &na, err, sizeof err) || mact_array_to_f32(&na, &noise, &cnt, err, sizeof err)) {
+            fprintf(stderr, "mact: --noise: %s\n", err);
+            mact_array_free(&na);
+            goto out;
+        }
+        mact_array_free(&na);
+        if (cnt % (size_t)mi.max_action_dim) {
+            fprintf(stderr, "mact: --noise: %zu values is not a whole number of %d-wide rows\n", cnt, mi.max_action_dim);
+            goto out;
+        }
+        po.noise = noise;
+        po.noise_len = (int)cnt;
+    }
+    int cap = mi.max_action_horizon * mi.max_action_dim, steps = 0, adim = 0;
+    actions = malloc((size_t)cap * sizeof(float));
+    mact_timings t;
+    if (mact_predict(s, frames, a->n_images, a->task, state, ns, &po, actions, cap, &steps, &adim, &t)) {
+        fprintf(stderr, "mact: %s\n", mact_session_error(s));
+        goto out;
+    }
+    if (a->dump) {
+        mkdir(a->dump, 0755);
+        const char *names[] = {"pixel_values", "input_ids", "image_embeds", "keys", "values", "noise", "actions_norm"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (dump_tensor(s, a->dump, names[i], err, sizeof err)) { fprintf(stderr, "mact: --dump: %s\n", err); goto out; }
+        mact_array o = {0};
+        int64_t sh[2] = {steps, adim};
+        char p[4200];
+        snprintf(p, sizeof p, "%s/actions.npy", a->dump);
+        if (mact_array_alloc(&o, "actions", MACT_F32, 2, sh, err, sizeof err) ||
+            (memcpy(o.data, actions, o.nbytes), mact_npy_write(p, &o, err, sizeof err))) {
+            fprintf(stderr, "mact: --dump: %s\n", err);
+            mact_array_free(&o);
+            goto out;
+        }
+        mact_array_free(&o);
+    }
+    if (a->json) {
+        printf("{\"actions\": [");
+        for (int r = 0; r < steps; r++) {
+            printf("%s[", r ? ", " : "");
+            for (int i = 0; i < adim; i++) printf("%s%.9g", i ? ", " : "", actions[r * adim + i]);
+            printf("]");
+        }
+        printf("], \"n_tokens\": %d, \"horizon\": %d, \"timings_ms\": {\"preprocess\": %.3f, \"vision\": %.3f, "
+               "\"llm\": %.3f, \"action\": %.3f, \"total\": %.3f}}\n", t.n_tokens, t.horizon, t.preprocess_ms,
+               t.vision_ms, t.llm_ms, t.action_ms, t.total_ms);
+    } else {
+        printf("actions [%d x %d] (robot units):\n", steps, adim);
+        for (int r = 0; r < steps; r++) {
+            printf("  %2d:", r);
+            for (int i = 0; i < adim; i++) printf(" %10.4f", actions[r * adim + i]);
+            printf("\n");
+        }
+        printf("prompt %d tokens; time: preprocess %.1f ms, vision %.1f ms, llm %.1f ms, action %.1f ms, total %.1f ms\n",
+               t.n_tokens, t.preprocess_ms, t.vision_ms, t.llm_ms, t.action_ms, t.total_ms);
+    }
+    rc = 0;
+out:
+    free(noise);
+    free(actions);
+    mact_session_free(s);
+    mact_model_free(m);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a = {0};
+    for (int i = 0; i < argc; i++) {
+        const char *k = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(k, "--json")) { a.json = 1; continue; }
+        if (!v) { fprintf(stderr, "mact run: %s needs a value\n", k); return 2; }
+        i++;
+        if (!strcmp(k, "--model")) a.model = v;
+        else if (!strcmp(k, "--image")) {
+            if (a.n_images == MAX_CAMS) { fprintf(stderr, "mact run: at most %d --image\n", MAX_CAMS); return 2; }
+            a.images[a.n_images++] = v;
+        } else if (!strcmp(k, "--task")) a.task = v;
+        else if (!strcmp(k, "--state")) a.state = v;
+        else if (!strcmp(k, "--norm-tag")) a.norm_tag = v;
+        else if (!strcmp(k, "--steps")) a.steps = atoi(v);
+        else if (!strcmp(k, "--seed")) { a.seed = strtoull(v, NULL, 10); a.has_seed = 1; }
+        else if (!strcmp(k, "--noise")) a.noise = v;
+        else if (!strcmp(k, "--dump")) a.dump = v;
+        else if (!strcmp(k, "--threads")) a.threads = atoi(v);
+        else if (!strcmp(k, "--n-action-steps")) a.n_action_steps = atoi(v);
+        else { fprintf(stderr, "mact run: unknown option %s\n", k); return 2; }
+    }
+    if (!a.model || !a.n_images || !a.task || !a.state) {
+        fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
+                        "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
+                        "       [--dump DIR] [--json] [--threads N]\n");
+        return 2;
+    }
+    if (a.steps < 0) { fprintf(stderr, "mact run: --steps must be >= 1\n"); return 2; }
+    mact_image imgs[MAX_CAMS] = {0};
+    mact_frame fr[MAX_CAMS];
+    char err[1024];
+    int rc = 1;
+    for (int i = 0; i < a.n_images; i++) {
+        if (load_frame(a.images[i], &imgs[i], err, sizeof err)) { fprintf(stderr, "mact: --image %s: %s\n", a.images[i], err); goto out; }
+        fr[i] = (mact_frame){.rgb = imgs[i].data, .height = (int)imgs[i].height, .width = (int)imgs[i].width};
+    }
+    rc = predict_and_print(&a, fr);
+out:
+    for (int i = 0; i < a.n_images; i++) mact_image_free(&imgs[i]);
+    return rc;
+}
+
+/* Two synthetic camera frames: a "third-person" scene and a "wrist" close-up, deterministic. */
+static void demo_frame(uint8_t *p, int h, int w, int kind)
+{
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint8_t *q = p + ((size_t)y * w + x) * 3;
+            q[0] = (uint8_t)(kind ? 90 + y * 100 / h : 40 + x * 120 / w);
+            q[1] = (uint8_t)(kind ? 60 : 80 + y * 80 / h);
+            q[2] = (uint8_t)(kind ? 140 - x * 100 / w : 60);
+            int cx = kind ? w / 2 : w / 3, cy = kind ? h / 2 : 2 * h / 3, r = kind ? h / 4 : h / 8;
+            if ((x - cx) * (x - cx) + (y - cy) * (y - cy) < r * r) { q[0] = 30; q[1] = 60; q[2] = 220; }
+        }
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    const char *cache = getenv("MACT_CACHE");
+    char dir[4096], base[4000], err[1024];
+    const char *home = getenv("HOME");
+    if (cache) snprintf(base, sizeof base, "%s", cache);
+    else snprintf(base, sizeof base, "%s/.cache/mact", home ? home : ".");
+    snprintf(dir, sizeof dir, "%s/demo-tiny", base);
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    struct stat st;
+    if (stat(cfg, &st)) {
+        printf("mact demo: synthesizing a tiny random checkpoint in %s (once)\n", dir);
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "%s", base);
+        for (char *p = cmd + 1; *p; p++)
+            if (*p == '/') { *p = 0; mkdir(cmd, 0755); *p = '/'; }
+        mkdir(cmd, 0755);
+        if (mact_synth("tiny", dir, 1234, MACT_SYNTH_MIXED, err, sizeof err)) {
+            fprintf(stderr, "mact demo: %s\n", err);
+            return 1;
+        }
+    }
+    printf("mact demo: the weights are RANDOM (no real checkpoint here): the numbers show the pipeline runs end "
+           "to end,\nnot a meaningful policy. Point `mact run --model DIR` at a real MolmoAct2 checkpoint for that.\n\n");
+    const int H = 240, W = 320;
+    uint8_t *a = malloc((size_t)H * W * 3), *b = malloc((size_t)H * W * 3);
+    demo_frame(a, H, W, 0);
+    demo_frame(b, H, W, 1);
+    mact_frame fr[2] = {{a, H, W}, {b, H, W}};
+    run_args ra = {.model = dir, .task = "Pick up the blue cube and put it in the box.",
+                   .state = "0.1, -0.2, 0.05, 0.3, -0.1, 0.0, 0.02, 0.04", .n_images = 2, .seed = 7};
+    printf("model:  %s\ncameras: 2 synthetic %dx%d frames\ntask:   %s\nstate:  %s\n\n", dir, W, H, ra.task, ra.state);
+    int rc = predict_and_print(&ra, fr);
+    free(a);
+    free(b);
+    return rc;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *model = NULL, *text = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+        else if (!text) text = argv[i];
+        else text = NULL, model = NULL, i = argc;
+    }
+    if (!model || !text) { fprintf(stderr, "usage: mact tokenize --model DIR TEXT\n"); return 2; }
+    char err[1024];
+    mact_model *m;
+    if (mact_model_load(model, NULL, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
+    int cap = (int)strlen(text) * 4 + 16, n = 0;
+    int64_t *ids = malloc((size_t)cap * sizeof *ids);
+    int rc = mact_tokenize(m, text, ids, cap, &n, err, sizeof err);
+    if (rc) fprintf(stderr, "mact: %s\n", err);
+    else {
+        for (int i = 0; i < n; i++) printf("%s%lld", i ? " " : "", (long long)ids[i]);
+        printf("\n");
+    }
+    free(ids);
+    mact_model_free(m);
+    return rc ? 1 : 0;
+}

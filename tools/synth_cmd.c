@@ -1,0 +1,99 @@
+/* `mact synth PRESET OUT_DIR [--seed S] [--dtype mixed|f32|bf16] [--no-lm-head] [--threads N]`:
+ * a random MolmoAct2 checkpoint directory in the real HF layout (src/synth.h), written from C. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "synth.h"
+
+int cmd_synth(int argc, char **argv);
+
+static int synth_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mact synth PRESET OUT_DIR [--seed S] [--dtype mixed|f32|bf16] [--no-lm-head] [--threads N]\n"
+            "  PRESET: %s (tiny: test-sized; libero/so101: full-size, ~11 GB)\n"
+            "  --dtype mixed (default): big VLM matrices BF16, the rest F32; bf16: every matrix BF16;\n"
+            "          f32: everything F32\n"
+            "  --no-lm-head: leave out lm_head.weight (optional for continuous actions; saves vocab x hidden)\n"
+            "  --seed S: values depend only on (S, tensor name); default: random (printed)\n",
+            mact_synth_presets());
+    return 2;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!s || !*s || *s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (*end) return -1;
+    *out = v;
+    return 0;
+}
+
+static uint64_t fresh_seed(void)
+{
+    uint64_t s = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&s, sizeof s, 1, f) != 1) s = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    if (f) fclose(f);
+    return s & 0xFFFFFFFFull;  /* short enough to type back */
+}
+
+int cmd_synth(int argc, char **argv)
+{
+    const char *preset = NULL, *out = NULL;
+    mact_synth_options o = {.dtype_mode = MACT_SYNTH_MIXED};
+    uint64_t seed = 0;
+    int have_seed = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--seed") && more) {
+            if (parse_u64(argv[++i], &seed)) {
+                fprintf(stderr, "mact synth: --seed wants a non-negative integer, got '%s'\n", argv[i]);
+                return 2;
+            }
+            have_seed = 1;
+        } else if (!strcmp(a, "--dtype") && more) {
+            o.dtype_mode = mact_synth_dtype_from_name(argv[++i]);
+            if (o.dtype_mode < 0) {
+                fprintf(stderr, "mact synth: --dtype must be mixed, f32 or bf16, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--threads") && more) {
+            o.n_threads = atoi(argv[++i]);
+        } else if (!strcmp(a, "--no-lm-head")) {
+            o.no_lm_head = 1;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            synth_usage(stdout);
+            return 0;
+        } else if (a[0] != '-' && !preset) {
+            preset = a;
+        } else if (a[0] != '-' && !out) {
+            out = a;
+        } else {
+            return synth_usage(stderr);
+        }
+    }
+    if (!preset || !out) return synth_usage(stderr);
+    if (!have_seed) seed = fresh_seed();
+    char err[1024];
+    mact_synth_result r;
+    int rc = mact_synth_ex(preset, out, seed, &o, &r, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "mact synth: %s\n", err);
+        return 1;
+    }
+    double mb = (double)r.weight_bytes / 1e6;
+    printf("wrote %s: preset %s, seed %llu, dtype %s%s\n", out, preset, (unsigned long long)seed,
+           mact_synth_dtype_name(o.dtype_mode), o.no_lm_head ? ", no lm_head" : "");
+    printf("  model.safetensors: %lld tensors, %lld parameters, %.1f MB in %.2f s (%.0f MB/s)\n",
+           (long long)r.n_tensors, (long long)r.n_params, mb, r.weight_seconds,
+           r.weight_seconds > 0 ? mb / r.weight_seconds : 0.0);
+    printf("  total %.1f MB (config.json, model.safetensors, norm_stats.json, tokenizer.json) in %.2f s\n",
+           (double)r.total_bytes / 1e6, r.seconds);
+    return 0;
+}
