@@ -43,6 +43,14 @@ static const preset PRESETS[] = {
      .vocab = 1024, .add_vocab = 128, .rope_theta = 5e6, .ae_hidden = 64, .ae_heads = 4, .ffn_multiple_of = 64,
      .t_dim = 32, .mlp_ratio = 4.0, .sampler_k = 16, .scout_hidden = 512, .coord_hidden = 256, .flow_steps = 2,
      .num_state_tokens = 256, .so101_stats = 0},
+    /* the real widths and head counts with 2 layers per component and tiny's vocab: parity tests at the
+     * real shapes without a 10 GB file */
+    {.name = "wide", .vit_hidden = 1152, .vit_heads = 16, .vit_head_dim = 72, .vit_inter = 4304, .vit_layers = 2,
+     .n_taps = 2, .taps = {-1, -2}, .pool_hidden = 1152, .pool_heads = 16, .pool_head_dim = 72, .proj_inter = 9728,
+     .d_model = 2560, .n_heads = 32, .n_kv = 8, .head_dim = 128, .n_layers = 2, .ff_inter = 9728, .max_pos = 16384,
+     .vocab = 1024, .add_vocab = 128, .rope_theta = 5e6, .ae_hidden = 768, .ae_heads = 8, .ffn_multiple_of = 256,
+     .t_dim = 256, .mlp_ratio = 4.0, .sampler_k = 16, .scout_hidden = 512, .coord_hidden = 256, .flow_steps = 2,
+     .num_state_tokens = 256, .so101_stats = 0},
     {.name = "libero", .vit_hidden = 1152, .vit_heads = 16, .vit_head_dim = 72, .vit_inter = 4304, .vit_layers = 10,
      .n_taps = 2, .taps = {-1, -4}, .pool_hidden = 1152, .pool_heads = 16, .pool_head_dim = 72, .proj_inter = 9728,
      .d_model = 2560, .n_heads = 32, .n_kv = 8, .head_dim = 128, .n_layers = 36, .ff_inter = 9728, .max_pos = 16384,
@@ -58,7 +66,7 @@ static const preset PRESETS[] = {
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
-const char *mact_synth_presets(void) { return "tiny, libero, so101"; }
+const char *mact_synth_presets(void) { return "tiny, wide, libero, so101"; }
 
 int mact_synth_dtype_from_name(const char *name)
 {
@@ -149,12 +157,13 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-/* approximately N(0,1): the sum of four 16-bit uniforms (Irwin-Hall, |z| < 3.47), one 64-bit draw */
+/* approximately N(0,1): the sum of four 16-bit uniforms (Irwin-Hall, |z| < 3.47), one 64-bit draw.
+ * Centred half a step off zero so no value is exactly 0 (mean bias 1.3e-5). */
 static inline float approx_normal(uint64_t x)
 {
     uint32_t s = (uint32_t)(x & 0xFFFF) + (uint32_t)((x >> 16) & 0xFFFF) + (uint32_t)((x >> 32) & 0xFFFF) +
                  (uint32_t)(x >> 48);
-    return ((float)s - 131070.0f) * (1.0f / 37837.227f);
+    return ((float)s - 131069.5f) * (1.0f / 37837.227f);
 }
 
 static inline uint16_t f32_to_bf16(float f)
@@ -344,7 +353,8 @@ static int mkdir_p(const char *dir, char *err, size_t errlen)
 {
     char buf[4096];
     size_t l = strlen(dir);
-    if (l == 0 || l >= sizeof buf) return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: bad output directory '%s'", dir);
+    if (l == 0 || l >= sizeof buf)
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: bad output directory '%s'", dir);
     memcpy(buf, dir, l + 1);
     for (size_t i = 1; i <= l; i++) {
         if (buf[i] != '/' && buf[i] != 0) continue;
@@ -610,6 +620,10 @@ static int write_safetensors(const char *dir, const tlist *L, uint64_t seed, con
         unlink(tmp);
         return mact_errf(err, errlen, MACT_ERR_IO, "synth: cannot rename %s to %s: %s", tmp, path, strerror(e));
     }
+    /* a stale shard index would make readers that prefer it (the Python reference) ignore this file */
+    char idx[4300];
+    snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
+    unlink(idx);
     *bytes_out = 8 + (int64_t)h.n + off;
     return 0;
 }
@@ -735,21 +749,25 @@ static cJSON *make_config(const preset *p, int mode)
 /* ------------------------------------------------------------------------------------------------
  * norm_stats.json (spec 4.4) */
 
-typedef struct { const char *name; double lo, hi; } dim_range;  /* typical q01 / q99 */
+typedef struct { const char *name; double lo, hi; int kind; } dim_range;  /* typical q01 / q99 */
+enum { DIM_PLAIN = 0, DIM_BINARY, DIM_NONNEG };  /* BINARY: exactly lo/hi (gripper -1/+1); NONNEG: >= 0 */
 
 /* LIBERO (LeRobot libero datasets): delta end-effector actions in [-1, 1], gripper -1/+1; state is
  * eef position (m), axis-angle (rad) and the two gripper finger positions. */
 static const dim_range LIBERO_ACTION[7] = {
-    {"x", -0.75, 0.94}, {"y", -0.80, 0.86}, {"z", -0.94, 0.94}, {"roll", -0.11, 0.13},
-    {"pitch", -0.16, 0.18}, {"yaw", -0.21, 0.25}, {"gripper", -1.0, 1.0}};
+    {"x", -0.75, 0.94, DIM_PLAIN},      {"y", -0.80, 0.86, DIM_PLAIN},   {"z", -0.94, 0.94, DIM_PLAIN},
+    {"roll", -0.11, 0.13, DIM_PLAIN},   {"pitch", -0.16, 0.18, DIM_PLAIN}, {"yaw", -0.21, 0.25, DIM_PLAIN},
+    {"gripper", -1.0, 1.0, DIM_BINARY}};
 static const dim_range LIBERO_STATE[8] = {
-    {"eef_x", -0.20, 0.14}, {"eef_y", -0.29, 0.30}, {"eef_z", 0.88, 1.29}, {"axis_angle_0", 2.85, 3.35},
-    {"axis_angle_1", -0.52, 0.48}, {"axis_angle_2", -0.86, 0.31}, {"gripper_left", 0.002, 0.040},
-    {"gripper_right", -0.040, -0.002}};
+    {"eef_x", -0.20, 0.14, DIM_PLAIN},        {"eef_y", -0.29, 0.30, DIM_PLAIN},
+    {"eef_z", 0.88, 1.29, DIM_PLAIN},         {"axis_angle_0", 2.85, 3.35, DIM_PLAIN},
+    {"axis_angle_1", -0.52, 0.48, DIM_PLAIN}, {"axis_angle_2", -0.86, 0.31, DIM_PLAIN},
+    {"gripper_left", 0.002, 0.040, DIM_PLAIN}, {"gripper_right", -0.040, -0.002, DIM_PLAIN}};
 /* SO-100/101 follower: joint positions in degrees, gripper 0..100 */
 static const dim_range SO101_ACTION[6] = {
-    {"shoulder_pan.pos", -42.0, 38.0}, {"shoulder_lift.pos", -98.0, 12.0}, {"elbow_flex.pos", -12.0, 97.0},
-    {"wrist_flex.pos", -58.0, 82.0}, {"wrist_roll.pos", -88.0, 64.0}, {"gripper.pos", 0.6, 36.0}};
+    {"shoulder_pan.pos", -42.0, 38.0, DIM_PLAIN}, {"shoulder_lift.pos", -98.0, 12.0, DIM_PLAIN},
+    {"elbow_flex.pos", -12.0, 97.0, DIM_PLAIN},   {"wrist_flex.pos", -58.0, 82.0, DIM_PLAIN},
+    {"wrist_roll.pos", -88.0, 64.0, DIM_PLAIN},   {"gripper.pos", 0.6, 36.0, DIM_NONNEG}};
 
 static double round4(double x) { return round(x * 1e4) / 1e4; }
 
@@ -763,11 +781,14 @@ static cJSON *stats_obj(rng *r, const dim_range *d, int n, int gripper_unnormali
     for (int i = 0; i < n; i++) {
         double w = d[i].hi - d[i].lo;
         double lo = d[i].lo + rng_range(r, -0.08, 0.08) * w, hi = d[i].hi + rng_range(r, -0.08, 0.08) * w;
+        double lo_x = lo - rng_range(r, 0.01, 0.15) * (hi - lo), hi_x = hi + rng_range(r, 0.01, 0.15) * (hi - lo);
+        if (d[i].kind == DIM_BINARY) lo = lo_x = d[i].lo, hi = hi_x = d[i].hi;
+        if (d[i].kind == DIM_NONNEG) lo = fabs(lo), lo_x = lo * rng_range(r, 0.0, 1.0);
         double m = lo + (hi - lo) * rng_range(r, 0.35, 0.65);
         cJSON_AddItemToArray(q01, cJSON_CreateNumber(round4(lo)));
         cJSON_AddItemToArray(q99, cJSON_CreateNumber(round4(hi)));
-        cJSON_AddItemToArray(mn, cJSON_CreateNumber(round4(lo - rng_range(r, 0.01, 0.15) * (hi - lo))));
-        cJSON_AddItemToArray(mx, cJSON_CreateNumber(round4(hi + rng_range(r, 0.01, 0.15) * (hi - lo))));
+        cJSON_AddItemToArray(mn, cJSON_CreateNumber(round4(lo_x)));
+        cJSON_AddItemToArray(mx, cJSON_CreateNumber(round4(hi_x)));
         cJSON_AddItemToArray(mean, cJSON_CreateNumber(round4(m)));
         cJSON_AddItemToArray(sd, cJSON_CreateNumber(round4((hi - lo) * rng_range(r, 0.18, 0.3))));
         int masked = !(gripper_unnormalised && strstr(d[i].name, "gripper"));

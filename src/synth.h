@@ -7,6 +7,8 @@
  *           layers, LLM 96 wide / 3 layers, action expert 64 wide) with vocab 1024 so the whole
  *           MolmoAct2 token layout fits; grid token sampler K=16 after the projector; 2 flow steps,
  *           norm tag "libero".
+ *   wide    the real widths and head counts (ViT 1152, LLM 2560 / 32 / 8 x 128, expert 768 / 8 x 96) with
+ *           2 layers per component and tiny's vocab: the real GEMM shapes in ~0.7 GB.
  *   libero  full MolmoAct2-LIBERO-LP-VTP-SD shapes (spec section 1): ViT 1152 x 10 stored layers,
  *           taps [-1,-4], LLM 2560 x 36 layers, vocab 154624 + 128, action expert 768 x 36 layers,
  *           sampler K=16 / C=2560, 2 flow steps, norm tag "libero" (state 8, action 7, horizon 10).

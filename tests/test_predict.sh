@@ -41,15 +41,15 @@ run_case() {  # name, n_images, [task]
     local name=$1 n=$2 task=${3:-}
     local d="$T/$name" extra=()
     [ -n "$task" ] && extra=(--task "$task")
-    if ! $PY tests/reference/predict_ref.py "$T/model" "$d" --seed $((SEED + n)) --n-images "$n" "${extra[@]}" >"$d.log" 2>&1; then
+    if ! $PY tests/reference/predict_ref.py "${MODEL:-$T/model}" "$d" --seed $((SEED + n)) --n-images "$n" "${extra[@]}" >"$d.log" 2>&1; then
         echo "FAIL predict_$name: reference failed"; tail -5 "$d.log"; return; fi
-    local imgs=() i
-    for ((i = 0; i < n; i++)); do imgs+=(--image "$d/cam$i.png"); done
+    local imgs=() f
+    for f in $($PY -c "import json;print(' '.join(json.load(open('$d/case.json'))['images']))"); do imgs+=(--image "$d/$f"); done
     local task_arg state tag
     task_arg=$($PY -c "import json;print(json.load(open('$d/case.json'))['task'])")
     state=$($PY -c "import json;print(json.load(open('$d/case.json'))['state'])")
     tag=$($PY -c "import json;print(json.load(open('$d/case.json'))['norm_tag'])")
-    if ! $MACT run --model "$T/model" "${imgs[@]}" --task "$task_arg" --state "$state" --norm-tag "$tag" \
+    if ! $MACT run --model "${MODEL:-$T/model}" "${imgs[@]}" --task "$task_arg" --state "$state" --norm-tag "$tag" \
             --noise "$d/noise.npy" --dump "$d/dump" >"$d.run.log" 2>&1; then
         echo "FAIL predict_$name: mact run failed:"; tail -5 "$d.run.log"; return; fi
     compare "$name" "$d"
@@ -57,6 +57,32 @@ run_case() {  # name, n_images, [task]
 run_case two_cams 2
 run_case one_cam 1 "put the bowl on the plate"
 run_case three_cams_unicode 3 "  Instruction: Öffne die Schublade — und lege den Würfel hinein.  "
+# the real widths (ViT 1152, LLM 2560, expert 768): `mact synth wide`
+if [ "${MACT_PARITY_WIDE:-1}" != 0 ]; then
+    if $MACT synth wide "$T/model_wide" --seed $((SEED + 99)) >/dev/null; then
+        MODEL="$T/model_wide" run_case wide_two_cams 2 "put both moka pots on the stove"
+        rm -rf "$T/model_wide"
+    else echo "FAIL predict_wide: mact synth wide failed"; fi
+fi
+# SO-101: 6-dim joints in degrees, the LeRobot preprocessor's joint frame transform on state and actions
+cp -r "$T/model" "$T/model_so101"
+$PY - "$T/model_so101" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+ns = json.load(open(f"{d}/norm_stats.json"))
+tag = dict(next(iter(ns["metadata_by_tag"].values())))
+q01 = [-100.0, -20.0, -10.0, -95.0, -150.0, 0.0]
+q99 = [100.0, 190.0, 185.0, 95.0, 150.0, 100.0]
+st = {"q01": q01, "q99": q99, "min": [v - 5 for v in q01], "max": [v + 5 for v in q99],
+      "mean": [0.0] * 6, "std": [50.0] * 6, "mask": [True] * 6}
+tag.update(state_stats=st, action_stats=dict(st, mask=[True, True, True, True, True, False]),
+           setup_type="so101 arm", control_mode="absolute joint pose", action_horizon=30, n_action_steps=30)
+ns["metadata_by_tag"] = {"so100_so101_molmoact2": tag}
+json.dump(ns, open(f"{d}/norm_stats.json", "w"))
+json.dump({"name": "policy_preprocessor", "steps": [{"registry_name": "molmoact2_state_frame_transform",
+           "class": "MolmoAct2StateFrameTransformStep", "config": {}}]}, open(f"{d}/policy_preprocessor.json", "w"))
+PYEOF
+MODEL="$T/model_so101" run_case so101_frame 2 "Pick up the large blue cube and put it in the box."
 
 # bad input: each a clear error, exit 1, and --dump writes nothing
 d="$T/two_cams"; st=$($PY -c "import json;print(json.load(open('$d/case.json'))['state'])")
@@ -72,7 +98,7 @@ $PY -c "
 import sys, zlib, struct
 def chunk(t, b): return struct.pack('>I', len(b)) + t + b + struct.pack('>I', zlib.crc32(t + b))
 open('$T/huge.png', 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 100000, 100000, 8, 2, 0, 0, 0)) + chunk(b'IEND', b''))"
-ok_args=(--image "$d/cam0.png" --image "$d/cam1.png" --task "pick it up")
+ok_args=(--image "$d/cam0.png" --image "$d/cam1.npy" --task "pick it up")
 bad missing_image "No such file" --image "$T/nope.png" --task t --state "$st"
 bad empty_image "empty" --image "$T/empty.png" --task t --state "$st"
 bad truncated_image "truncated" --image "$T/trunc.png" --task t --state "$st"
@@ -84,5 +110,6 @@ bad state_inf "must be finite" "${ok_args[@]}" --state "$(sed 's/^[^,]*/inf/' <<
 bad norm_tag "valid tags: libero" "${ok_args[@]}" --state "$st" --norm-tag nosuchtag
 bad utf8 "UTF-8" --image "$d/cam0.png" --task "$(printf 'bad \xff\xfe bytes')" --state "$st"
 bad long_prompt "longer than" "${ok_args[@]}" --state "$st" --task "$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/aaaa/ab c/g')"
+bad npy_shape "HxWx3" --image "$d/noise.npy" --task t --state "$st"
 bad noise_shape "noise" "${ok_args[@]}" --state "$st" --noise "$d/dump/input_ids.npy"
 bad special_in_task "special tokens" "${ok_args[@]}" --state "$st" --task "look <|image|> here"

@@ -14,7 +14,7 @@ static int synth_usage(FILE *f)
 {
     fprintf(f,
             "usage: mact synth PRESET OUT_DIR [--seed S] [--dtype mixed|f32|bf16] [--no-lm-head] [--threads N]\n"
-            "  PRESET: %s (tiny: test-sized; libero/so101: full-size, ~11 GB)\n"
+            "  PRESET: %s (tiny: test-sized; wide: real widths, 2 layers, ~0.7 GB; libero/so101: full-size, ~11 GB)\n"
             "  --dtype mixed (default): big VLM matrices BF16, the rest F32; bf16: every matrix BF16;\n"
             "          f32: everything F32\n"
             "  --no-lm-head: leave out lm_head.weight (optional for continuous actions; saves vocab x hidden)\n"
@@ -84,7 +84,7 @@ int cmd_synth(int argc, char **argv)
     mact_synth_result r;
     int rc = mact_synth_ex(preset, out, seed, &o, &r, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "mact synth: %s\n", err);
+        fprintf(stderr, "mact %s\n", err);  /* the library's messages start with "synth: " */
         return 1;
     }
     double mb = (double)r.weight_bytes / 1e6;

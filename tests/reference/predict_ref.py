@@ -93,22 +93,44 @@ def main():
     patch = vc.get("image_patch_size", 14)
     # frames of assorted sizes (up- and down-scaling), some structure plus noise
     sizes = [(480, 640), (224, 224), (360, 640), (100, 150)]
-    pix = []
+    # camera i is stored as PNG, uint8 npy, float32 [0,1] npy in turn (every input format mact run takes)
+    pix, files = [], []
     for i in range(a.n_images):
         h, w = sizes[i % len(sizes)]
         yy, xx = np.mgrid[0:h, 0:w]
         img = np.stack([(xx * 255 // w), (yy * 255 // h), ((xx + yy) * 7 % 256)], -1).astype(np.int64)
         img = np.clip(img + rng.integers(-40, 41, size=img.shape), 0, 255).astype(np.uint8)
-        write_png(os.path.join(a.out_dir, f"cam{i}.png"), img, 2, 8, rng)
+        fmt = ("png", "npy_u8", "npy_f32")[i % 3]
+        if fmt == "png":
+            files.append(f"cam{i}.png")
+            write_png(os.path.join(a.out_dir, files[-1]), img, 2, 8, rng)
+        elif fmt == "npy_u8":
+            files.append(f"cam{i}.npy")
+            np.save(os.path.join(a.out_dir, files[-1]), img)
+        else:
+            f = rng.random(img.shape, dtype=np.float32)
+            f[0, 0, :] = [-0.5, 1.5, 1.0]  # out of range: clipped
+            files.append(f"cam{i}_f32.npy")
+            np.save(os.path.join(a.out_dir, files[-1]), f)
+            img = np.clip(f * np.float32(255), 0, 255).astype(np.uint8)  # LeRobot's float -> uint8 (truncating)
         pix.append(hf_pixel_values(torch_resize(img, ih, iw), patch))
     pixel_values = torch.from_numpy(np.stack(pix).astype(np.float32))
     # state: random within a widened [q01, q99] so some dims clip
     st = md["state_stats"]
     q01, q99 = np.array(st["q01"], np.float32), np.array(st["q99"], np.float32)
-    state = (q01 + (q99 - q01) * rng.uniform(-0.2, 1.2, size=q01.shape)).astype(np.float32)
-    n = np.clip(2 * (state - q01) / np.maximum(q99 - q01, np.float32(1e-6)) - 1, -1, 1).astype(np.float32)
+    # SO-101 joint frame (LeRobot MolmoAct2StateFrameTransformStep, spec 4.3) when the preprocessor has it
+    pp = os.path.join(a.model_dir, "policy_preprocessor.json")
+    frame = os.path.exists(pp) and "StateFrameTransform" in open(pp).read()
+    signs = np.array([1, -1, 1, 1, 1, 1], np.float32)
+    offsets = np.array([0, 90, 90, 0, 0, 0], np.float32)
+    # raw state drawn so that, after the frame transform, it lands in a widened [q01, q99] (some dims clip)
+    state_model = (q01 + (q99 - q01) * rng.uniform(-0.2, 1.2, size=q01.shape)).astype(np.float32)
+    state = ((state_model - offsets) * signs).astype(np.float32) if frame else state_model
+    if frame:
+        state_model = (signs * state + offsets).astype(np.float32)
+    n = np.clip(2 * (state_model - q01) / np.maximum(q99 - q01, np.float32(1e-6)) - 1, -1, 1).astype(np.float32)
     if st.get("mask") is not None:
-        n = np.where(np.array(st["mask"], bool), n, state).astype(np.float32)
+        n = np.where(np.array(st["mask"], bool), n, state_model).astype(np.float32)
     if "min" in st and "max" in st:
         n = np.where(np.array(st["min"]) == np.array(st["max"]), np.float32(0), n).astype(np.float32)
     nb = int(cfg.get("num_state_tokens", 256))
@@ -135,10 +157,12 @@ def main():
     with torch.no_grad():
         an = m.e2e(pixel_values, torch.tensor(ids), torch.from_numpy(noise).reshape(1, H, A), num_steps=steps)
         act = m.unnormalize_actions(an)
+        if frame:
+            act = torch.from_numpy(signs) * (act - torch.from_numpy(offsets))
     np.savez(os.path.join(a.out_dir, "ref.npz"), input_ids=np.array(ids, np.int64),
              pixel_values=pixel_values.numpy(), actions_norm=an.reshape(H, A).numpy(), actions=act.numpy())
     json.dump({"task": a.task, "task_normalized": task_n, "state": ",".join(repr(float(x)) for x in state),
-               "norm_tag": tag, "steps": steps, "n_images": a.n_images, "n_tokens": len(ids)},
+               "norm_tag": tag, "steps": steps, "n_images": a.n_images, "n_tokens": len(ids), "images": files},
               open(os.path.join(a.out_dir, "case.json"), "w"), indent=1)
     print(f"wrote {a.out_dir}: {len(ids)} tokens, task -> {task_n!r}, bins {bins.tolist()}")
 
