@@ -94,8 +94,11 @@ int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const 
     for (int i = 0; i < n_frames; i++) {
         if (!frames[i].rgb || frames[i].height < 1 || frames[i].width < 1)
             return mact_session_fail(s, MACT_ERR_INPUT, "camera frame %d is empty", i);
-        if (mact_image_preprocess(frames[i].rgb, frames[i].height, frames[i].width, c->image_h, c->image_w, c->patch,
-                                  s->pv + i * P * PD, (size_t)(P * PD), err, sizeof err))
+        /* resize into the session's buffer, then normalise + patchify (same as mact_image_preprocess) */
+        if (mact_image_resize(frames[i].rgb, frames[i].height, frames[i].width, s->resized, c->image_h, c->image_w, err,
+                              sizeof err) ||
+            mact_image_patchify(s->resized, c->image_h, c->image_w, c->patch, s->pv + i * P * PD, (size_t)(P * PD), err,
+                                sizeof err))
             return mact_session_fail(s, MACT_ERR_INPUT, "camera frame %d: %s", i, err);
     }
     /* state -> frame transform -> normalised -> bins */
