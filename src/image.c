@@ -13,17 +13,9 @@
 #include <sys/stat.h>
 /* jpeglib.h needs size_t and FILE declared first. */
 #include <jpeglib.h>
+#include "mact_internal.h"
 
-static int set_err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
+#define set_err mact_errf  /* one formatter for every module's errors */
 
 /* Shared size check: every image entering or leaving this module goes through it, so the
  * h*w*3 products below can never overflow. */
@@ -332,41 +324,40 @@ int mact_image_load_file(const char *path, mact_image *out, char *err, size_t er
     return rc;
 }
 
-int mact_image_from_u8(const uint8_t *hwc, int64_t h, int64_t w, mact_image *out, char *err,
-                       size_t errlen)
+/* The shared half of the two array entry points: validate, then allocate h x w x 3 bytes. */
+static int image_alloc(const void *hwc, int64_t h, int64_t w, mact_image *out, char *err, size_t errlen)
 {
     if (!out) return set_err(err, errlen, MACT_ERR_INPUT, "image: NULL output");
     memset(out, 0, sizeof *out);
     int rc = check_dims(h, w, "image", err, errlen);
     if (rc) return rc;
     if (!hwc) return set_err(err, errlen, MACT_ERR_INPUT, "image: NULL pixels");
-    size_t n = (size_t)h * (size_t)w * 3;
-    out->data = malloc(n);
+    out->data = malloc((size_t)h * (size_t)w * 3);
     if (!out->data) return set_err(err, errlen, MACT_ERR_NOMEM, "image: out of memory");
-    memcpy(out->data, hwc, n);
     out->height = h;
     out->width = w;
     return MACT_OK;
 }
 
+int mact_image_from_u8(const uint8_t *hwc, int64_t h, int64_t w, mact_image *out, char *err,
+                       size_t errlen)
+{
+    int rc = image_alloc(hwc, h, w, out, err, errlen);
+    if (!rc) memcpy(out->data, hwc, (size_t)h * (size_t)w * 3);
+    return rc;
+}
+
 int mact_image_from_f32(const float *hwc, int64_t h, int64_t w, mact_image *out, char *err,
                         size_t errlen)
 {
-    if (!out) return set_err(err, errlen, MACT_ERR_INPUT, "image: NULL output");
-    memset(out, 0, sizeof *out);
-    int rc = check_dims(h, w, "image", err, errlen);
+    int rc = image_alloc(hwc, h, w, out, err, errlen);
     if (rc) return rc;
-    if (!hwc) return set_err(err, errlen, MACT_ERR_INPUT, "image: NULL pixels");
     size_t n = (size_t)h * (size_t)w * 3;
-    out->data = malloc(n);
-    if (!out->data) return set_err(err, errlen, MACT_ERR_NOMEM, "image: out of memory");
     for (size_t i = 0; i < n; i++) {
         float v = hwc[i] * 255.0f;  /* float32 product, as numpy does for a float32 array */
         /* !(v > 0) also catches NaN, which numpy's astype leaves undefined; 0 is the sane choice. */
         out->data[i] = !(v > 0.0f) ? 0 : v >= 255.0f ? 255 : (uint8_t)v;  /* truncation */
     }
-    out->height = h;
-    out->width = w;
     return MACT_OK;
 }
 

@@ -16,15 +16,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "mact_internal.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+/* one formatter for every module's errors; this module reports -1 */
+#define set_err(err, errlen, ...) ((void)mact_errf((err), (errlen), -1, __VA_ARGS__))
 
 /* ---------------------------------------------------------------- dtypes */
 

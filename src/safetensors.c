@@ -15,15 +15,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "mact_internal.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+/* one formatter for every module's errors; this module reports -1 */
+#define set_err(err, errlen, ...) ((void)mact_errf((err), (errlen), -1, __VA_ARGS__))
 
 static const struct { const char *name; size_t size; } k_dtypes[MACT_DTYPE_COUNT] = {
     [MACT_F32] = {"F32", 4},  [MACT_BF16] = {"BF16", 2}, [MACT_F16] = {"F16", 2},

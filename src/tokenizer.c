@@ -12,22 +12,14 @@
 #include <utf8proc.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include "mact_internal.h"
 
 /* Ids are stored as int32 internally; a larger id (or a table that big) means a broken file. */
 #define MAX_TOKEN_ID ((int64_t)1 << 26)
 #define MAX_SPLIT_STEPS 8
 #define MAX_JSON_BYTES ((int64_t)1 << 30)
 
-static int set_err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
+#define set_err mact_errf  /* one formatter for every module's errors */
 
 /* ------------------------------------------------------------------------------------------------
  * String pool: every token string lives in a few big chunks instead of ~150k small allocations. */

@@ -16,13 +16,11 @@ if ! bash scripts/setup_tokenizer.sh >"$TMP/setup.log" 2>&1; then
     exit 1
 fi
 # Under `make test` / tests/run.sh BUILD is set and the test program is built (with the sanitizers in
-# `make asan`); run standalone, compile the tool from the sources so it is never stale.
-TOOL="${BUILD:-}/tests/test_tokenizer"
+# `make asan`); run standalone, let make bring the program up to date so it is never stale.
+TOOL="${BUILD:-build}/tests/test_tokenizer"
 if [ -z "${BUILD:-}" ] || [ ! -x "$TOOL" ]; then
-    TOOL="$TMP/test_tokenizer"
-    if ! ${CC:-cc} -std=c11 -O2 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests/c tests/c/test_tokenizer.c src/tokenizer.c \
-            -lcjson -lpcre2-8 -lutf8proc -o "$TOOL" 2>"$TMP/cc.log"; then
-        echo "FAIL tokenizer_build: cannot compile the tokenizer tool"; sed 's/^/    /' "$TMP/cc.log"; exit 1
+    if ! make -s "$TOOL" >"$TMP/cc.log" 2>&1; then
+        echo "FAIL tokenizer_build: cannot build $TOOL"; sed 's/^/    /' "$TMP/cc.log"; exit 1
     fi
 fi
 
