@@ -38,9 +38,16 @@ enum { MACT_POOL_FROM_CONFIG = 0, MACT_POOL_SDPA, MACT_POOL_EAGER, MACT_POOL_NON
 /* Which prompt tokens the action expert's cross-attention may see (spec 4.6). */
 enum { MACT_ENC_FROM_CONFIG = 0, MACT_ENC_ALL, MACT_ENC_DROP_EOS };
 
+/* Arithmetic of the weight matmuls. FP32 is the exact parity mode (weights widened to fp32, fp32
+ * accumulation); BF16 rounds activations to bf16 and uses the CPU's bf16 dot products (AVX512-BF16)
+ * with fp32 accumulation; norms, softmax, RoPE and the Euler update stay fp32 in both. */
+enum { MACT_PRECISION_DEFAULT = 0, MACT_PRECISION_FP32, MACT_PRECISION_BF16 };
+
 typedef struct {
     int pooling_mask;  /* MACT_POOL_*; FROM_CONFIG reads adapter_config */
     int encoder_mask;  /* MACT_ENC_*; FROM_CONFIG follows action_mode */
+    int precision;     /* MACT_PRECISION_*; DEFAULT = BF16. Weights are repacked once at load for it. */
+    int no_pack;       /* 1: keep weights in place (zero-copy, slower matmuls; for inspect-only use) */
 } mact_load_options;
 
 /* Sizes an integrator needs to allocate buffers; all read from the checkpoint. */
@@ -58,6 +65,7 @@ typedef struct {
     int has_sampler;
     int pooling_mask;        /* resolved MACT_POOL_* */
     int encoder_mask;        /* resolved MACT_ENC_* */
+    int precision;           /* resolved MACT_PRECISION_* */
 } mact_model_info;
 
 int mact_model_load(const char *model_dir, const mact_load_options *opt, mact_model **out,

@@ -103,7 +103,7 @@ static void velocity(struct mact_session *s, const float *x, int64_t h, const fl
         float *g = s->a_ff, *up = s->a_ff + h * I;
         mact_matmul(g, u, &b->gate_w, mact_f32(&b->gate_b), h);
         mact_matmul(up, u, &b->up_w, mact_f32(&b->up_b), h);
-        for (int64_t i = 0; i < h * I; i++) g[i] = mact_silu(g[i]) * up[i];
+        mact_silu_mul(g, g, up, h * I);
         mact_matmul(u, g, &b->down_w, mact_f32(&b->down_b), h);
         gated_add(z, u, g_mlp, h, AH);
     }

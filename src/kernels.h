@@ -1,16 +1,49 @@
 /* Numeric kernels used by the stages. Every weight matrix goes through mact_matmul, which takes the
- * weight in its stored dtype, so faster kernels replace the bodies here without touching stage code. */
+ * weight in its stored dtype, so faster kernels replace the bodies here without touching stage code.
+ *
+ * Three layers:
+ *   - row-major paths (scalar, AVX2, AVX-512) that read the weight where the loader left it (zero-copy);
+ *   - packed paths (AVX-512 F and AVX-512 BF16) over weights repacked once by mact_kernels_prepare into
+ *     64-column panels (bf16 pairs, or fp32 for F32 weights in FP32 mode; src/gemm_pack.c,
+ *     src/gemm_avx512.c); mact_matmul* looks the weight up by its data pointer and falls back to the
+ *     row-major path when it was not prepared;
+ *   - the precision mode (mact_set_precision): FP32 is exact fp32 arithmetic on the stored weights (the
+ *     parity mode); BF16 rounds each GEMM's activations to bf16 and multiplies them with bf16 weights
+ *     (vdpbf16ps, fp32 accumulation), and runs attention's q k^T and p v as bf16 products. BF16 needs the
+ *     AVX512BF16 ISA level (and prepared weights for the GEMMs); every other path computes in FP32
+ *     whatever the mode. Norms, softmax, activations and all accumulations stay fp32.
+ * Threads: a persistent pool (src/threadpool.h; why not OpenMP regions: see there). Work is split into
+ * whole units (a 64-column panel, a head, a row block) computed the same way by whichever thread runs
+ * them, so results never depend on the thread count. */
 #ifndef MACT_KERNELS_H
 #define MACT_KERNELS_H
 #include <stdint.h>
 #include "mact_internal.h"
 
-/* Which code path mact_matmul uses; picked once from the CPU's features, overridable for tests. */
-enum { MACT_ISA_SCALAR = 0, MACT_ISA_AVX2, MACT_ISA_AVX512 };
+/* Which code path the kernels use; picked once from the CPU's features, overridable for tests
+ * (mact_isa_set clamps to what the CPU has). AVX512BF16 = AVX512 + the bf16 dot-product kernels. */
+enum { MACT_ISA_SCALAR = 0, MACT_ISA_AVX2, MACT_ISA_AVX512, MACT_ISA_AVX512BF16 };
 int mact_isa_detect(void);
 int mact_isa_get(void);
 void mact_isa_set(int isa);
 const char *mact_isa_name(int isa);
+
+/* Precision of the weight GEMMs and attention: process-wide (default FP32), optionally overridden for the
+ * calling thread (e.g. by mact_session_enter from a session field; -1 restores the process-wide value).
+ * Every kernel reads it in the calling thread, before handing work to the pool. */
+enum { MACT_PREC_FP32 = 0, MACT_PREC_BF16 = 1 };
+void mact_set_precision(int prec);
+void mact_set_thread_precision(int prec);
+int mact_get_precision(void);
+const char *mact_precision_name(int prec);
+int mact_precision_from_name(const char *name);  /* "fp32" / "bf16"; -1 when unknown */
+
+/* Fused epilogues of the weight GEMMs: y = x W^T + bias, then */
+enum {
+    MACT_EPI_NONE = 0,
+    MACT_EPI_GELU_TANH = 1,  /* y = gelu_tanh(x W^T + bias) */
+    MACT_EPI_RESIDUAL = 2,   /* y += x W^T + bias (y holds the residual stream on entry) */
+};
 
 /* y[M, N] = x[M, K] . W[N, K]^T (+ bias[N]); x rows are ldx apart, y rows ldy apart. */
 void mact_matmul_ex(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W, const float *bias,
@@ -22,6 +55,41 @@ static inline void mact_matmul(float *y, const float *x, const mact_tensor *W, c
 /* Same on a raw row-major weight of any supported dtype. */
 void mact_matmul_raw(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int dtype, const float *bias,
                      int64_t M, int64_t N, int64_t K);
+/* With a fused epilogue (MACT_EPI_*). */
+void mact_matmul_epi(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W, const float *bias,
+                     int64_t M, int64_t N, int64_t K, int epi);
+void mact_matmul_raw_epi(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int dtype,
+                         const float *bias, int64_t M, int64_t N, int64_t K, int epi);
+/* y = gelu_tanh(x W^T + b) and y += x W^T + b, full-width rows. */
+static inline void mact_matmul_gelu(float *y, const float *x, const mact_tensor *W, const float *bias, int64_t M)
+{
+    mact_matmul_epi(y, W->shape[0], x, W->shape[1], W, bias, M, W->shape[0], W->shape[1], MACT_EPI_GELU_TANH);
+}
+static inline void mact_matmul_residual(float *y, const float *x, const mact_tensor *W, const float *bias, int64_t M)
+{
+    mact_matmul_epi(y, W->shape[0], x, W->shape[1], W, bias, M, W->shape[0], W->shape[1], MACT_EPI_RESIDUAL);
+}
+
+/* ---- packed weights ----
+ * mact_kernels_prepare packs every 2-D weight of the model that goes through mact_matmul into 64-column
+ * panels: BF16 weights as bf16 pairs (exact, used in both precisions); F32 weights as fp32 rows when
+ * preparing for MACT_PREC_FP32 (exact) and as bf16 pairs, rounded, when preparing for MACT_PREC_BF16
+ * (used only in BF16 mode); F16 weights only for BF16 (rounded). Prepare for the precision you run. The packed copies are kept in a
+ * process-wide table keyed by the weight's data pointer (checked against a fingerprint of the source on
+ * every lookup) and owned on behalf of the model until mact_kernels_release(m), which mact_model_free
+ * must call. After packing a tensor that lies in a read-only file mapping, its source pages are handed
+ * back to the kernel (madvise DONTNEED: they re-fault from the file if read again), so resident memory
+ * holds one copy of each weight. Idempotent; returns 0 or MACT_ERR_NOMEM with err filled.
+ * Without it every matmul takes the row-major path (correct, slower). */
+int mact_kernels_prepare(struct mact_model *m, int precision, char *err, size_t errlen);
+void mact_kernels_release(const struct mact_model *m);
+/* One weight (tests, benchmarks); owner is any pointer later passed to mact_kernels_release_owner.
+ * drop_source: madvise the source pages away when they are file-backed. Returns 0, 1 when the weight
+ * is not packable in that precision (not 2-D / dtype), or MACT_ERR_NOMEM. */
+int mact_pack_weight(const void *owner, const void *w, int dtype, int64_t N, int64_t K, int precision, int drop_source);
+void mact_kernels_release_owner(const void *owner);
+/* Bytes held by packed weights (all owners). */
+size_t mact_packed_bytes(void);
 
 /* One row of a weight (e.g. an embedding) converted to F32. */
 void mact_row_f32(float *dst, const mact_tensor *W, int64_t row);
@@ -31,11 +99,20 @@ void mact_layernorm(float *y, const float *x, const float *w, const float *b, fl
 void mact_rmsnorm(float *y, const float *x, const float *w, float eps, int64_t rows, int64_t dim, int64_t ldx);
 void mact_gelu_tanh(float *x, int64_t n);
 float mact_silu(float x);
+/* y[i] = silu(gate[i]) * val[i] for i < n; y may alias gate or val. */
+void mact_silu_mul(float *y, const float *gate, const float *val, int64_t n);
+/* y[r, :n] = silu(gate[r, :n]) * val[r, :n] over rows with the given strides (y may alias gate or val). */
+void mact_silu_mul_rows(float *y, int64_t ldy, const float *gate, const float *val, int64_t ldg, int64_t rows,
+                        int64_t n);
+/* y[i] += x[i] */
+void mact_add_inplace(float *y, const float *x, int64_t n);
 
-/* Multi-head attention, softmax in fp32.
+/* Multi-head attention, softmax in fp32 (in BF16 precision on AVX512BF16: q k^T and p v as bf16 dot products
+ * with fp32 accumulation, the softmax in fp32).
  * q [nq, q_ld] with head h at column h*hd; k, v [nk, kv_ld] with kv head g at g*hd; heads share kv head
  * h / (n_heads / n_kv). bias [nq, nk] (added, may be NULL); key_ok [nk] (0 masks the key, may be NULL).
- * out [nq, out_ld]. scratch: mact_attention_scratch(nk) floats per thread. */
+ * out [nq, out_ld]. scratch: mact_attention_scratch(nk) floats per thread. Scores are materialised one
+ * block of query rows at a time (never [nq, nk] per head). */
 void mact_attention(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k, const float *v,
                     int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
                     const float *bias, const uint8_t *key_ok, float *scratch);
@@ -47,5 +124,40 @@ void mact_rope(float *x, int64_t ld, int64_t n, int n_heads, int hd, const float
 void mact_rope_table(float *cos_t, float *sin_t, int64_t n, int hd, double theta);
 
 int mact_threads(void);
+
+/* Instruction-level peak of this machine in GFLOP/s over `threads` threads: independent chains of
+ * vdpbf16ps (use_bf16) or fp32 FMA on zmm registers, best of 3 runs of ~0.1 s. 0 when the ISA lacks them. */
+double mact_isa_peak_gflops(int use_bf16, int threads);
+
+/* ---- internal: shared by kernels.c and src/gemm_*.c ---- */
+#define MACT_PANEL 64  /* output columns per packed panel */
+enum { MACT_PACK_BF16 = 0, MACT_PACK_F32 = 1 };
+typedef struct {
+    int64_t N, K;
+    int64_t Kp;           /* k rows per panel: ceil(K / 2) bf16 pairs (MACT_PACK_BF16), K (MACT_PACK_F32) */
+    int64_t npanel;       /* ceil(N / MACT_PANEL) */
+    int fmt;              /* MACT_PACK_* */
+    int exact;            /* 1: the packed values equal the source (BF16 source, or F32 in MACT_PACK_F32) */
+    const void *data;     /* 64-byte aligned; panel p at p * Kp * 64 elements of the format's row:
+                           * MACT_PACK_BF16: row kp = 64 columns x (W[n, 2kp], W[n, 2kp + 1]) as bf16 (256 B);
+                           * MACT_PACK_F32:  row k = 64 columns of W[n, k] as fp32 (256 B) */
+} mact_packed;
+/* The packed copy of w for this precision, or NULL. */
+const mact_packed *mact_packed_find(const void *w, int dtype, int64_t N, int64_t K, int precision);
+/* gemm_avx512.c */
+void mact_gemm_packed(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk, const float *bias,
+                      int64_t M, int epi, int use_bf16);
+void mact_attention_avx512(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k, const float *v,
+                           int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
+                           const float *bias, const uint8_t *key_ok, float *scratch);
+void mact_attention_bf16(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k, const float *v,
+                         int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
+                         const float *bias, const uint8_t *key_ok, float *scratch);
+void mact_gelu_tanh_avx512(float *x, int64_t n);
+void mact_silu_mul_avx512(float *y, const float *gate, const float *val, int64_t n);
+void mact_layernorm_row_avx512(float *y, const float *x, const float *w, const float *b, float eps, int64_t dim);
+void mact_rmsnorm_row_avx512(float *y, const float *x, const float *w, float eps, int64_t dim);
+/* The thread count above which a GEMM of this size is split (shared by both matmul paths). */
+int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
 
 #endif

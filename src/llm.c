@@ -147,17 +147,12 @@ int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias,
         if (kv_only_last && l == c->n_layers - 1) break;  /* the expert reads only this layer's K/V */
         mact_attention(s->l_att, qd, qkv, ld, qkv + qd, qkv + qd + kvd, ld, N, N, c->n_heads, c->n_kv_heads, (int)hd,
                        scale, bias, NULL, s->scores);
-        mact_matmul(s->l_h, s->l_att, &w->attn_out, NULL, N);
-        for (int64_t i = 0; i < N * D; i++) hidden[i] += s->l_h[i];
+        mact_matmul_residual(hidden, s->l_att, &w->attn_out, NULL, N);
         mact_rmsnorm(s->l_h, hidden, mact_f32(&w->ff_norm), c->eps, N, D, D);
         mact_matmul(s->l_ff, s->l_h, &w->ff_proj, NULL, N);
         /* ff_proj rows: first half is the value, second half the gate */
-        for (int64_t i = 0; i < N; i++) {
-            float *u = s->l_ff + i * 2 * I;
-            for (int64_t j = 0; j < I; j++) u[j] = mact_silu(u[I + j]) * u[j];
-        }
-        mact_matmul_ex(s->l_h, D, s->l_ff, 2 * I, &w->ff_out, NULL, N, D, I);
-        for (int64_t i = 0; i < N * D; i++) hidden[i] += s->l_h[i];
+        mact_silu_mul_rows(s->l_ff, 2 * I, s->l_ff + I, s->l_ff, 2 * I, N, I);
+        mact_matmul_epi(hidden, D, s->l_ff, 2 * I, &w->ff_out, NULL, N, D, I, MACT_EPI_RESIDUAL);
     }
     return 0;
 }

@@ -13,6 +13,7 @@
 #include "npy.h"
 #include "normstats.h"
 #include "tokenizer.h"
+#include "kernels.h"
 
 enum {
     T_VEC = 1,       /* converted to F32 at load: norms, biases, small tables read directly by stages */
@@ -575,6 +576,18 @@ int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **
         goto fail;
     }
     load_optional(m);
+    m->precision = opt && opt->precision ? opt->precision : MACT_PRECISION_BF16;
+    if (m->precision != MACT_PRECISION_FP32 && m->precision != MACT_PRECISION_BF16) {
+        rc = mact_errf(err, errlen, MACT_ERR_INPUT, "unknown precision %d", m->precision);
+        goto fail;
+    }
+    if (!(opt && opt->no_pack)) {
+        /* weights repacked once into the matmul's panel layout for this precision (src/gemm_pack.c) */
+        if ((rc = mact_kernels_prepare(m, m->precision == MACT_PRECISION_BF16 ? MACT_PREC_BF16 : MACT_PREC_FP32, err,
+                                       errlen)))
+            goto fail;
+        m->packed = 1;
+    }
     *out = m;
     return 0;
 fail:
@@ -585,6 +598,7 @@ fail:
 void mact_model_free(mact_model *m)
 {
     if (!m) return;
+    if (m->packed) mact_kernels_release(m);
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     if (m->st) mact_st_close(m->st);
@@ -614,6 +628,7 @@ void mact_model_get_info(const mact_model *m, mact_model_info *i)
     i->has_sampler = c->use_sampler;
     i->pooling_mask = c->pooling_mask;
     i->encoder_mask = c->encoder_mask;
+    i->precision = m->precision;
 }
 
 /* ---- describe (mact inspect) ---- */

@@ -298,7 +298,7 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
     int num_steps = 0, action_dim = 0;
     if ((j = cJSON_GetObjectItemCaseSensitive(tr, "num_steps")) && cJSON_IsNumber(j)) num_steps = j->valueint;
     if ((j = cJSON_GetObjectItemCaseSensitive(tr, "action_dim")) && cJSON_IsNumber(j)) action_dim = j->valueint;
-    mact_load_options lo = {0};
+    mact_load_options lo = {.precision = o->precision ? o->precision : MACT_PRECISION_FP32};
     const char *pm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "pooling_mask"));
     const char *em = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "encoder_mask"));
     if (pm) lo.pooling_mask = !strcmp(pm, "sdpa") ? MACT_POOL_SDPA : !strcmp(pm, "eager") ? MACT_POOL_EAGER : MACT_POOL_NONE;
@@ -316,6 +316,7 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
     }
     if (!num_steps) num_steps = m->cfg.flow_steps;
     report rp = {.out = out, .o = o};
+    fprintf(out, "precision: %s\n", lo.precision == MACT_PRECISION_BF16 ? "bf16" : "fp32");
     fprintf(out, "%-16s %-16s %12s %12s %12s %-6s %s\n", "context", "output", "cosine", "max_abs_err", "max|ref|",
             "in_tol", "result");
     run_vision(&rp, s, golden_dir);

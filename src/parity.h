@@ -9,6 +9,7 @@ typedef struct {
     int tol_informational;   /* ... unless this is set (massive activations): then only reported */
     double abs_tol;          /* normalised actions: max abs error bound */
     int max_tokens;          /* session size; 0 = default */
+    int precision;           /* MACT_PRECISION_*; the gate's default is FP32 (exact mode) */
 } mact_parity_options;
 
 typedef struct { double cosine, max_abs, max_ref; } mact_cmp;

@@ -34,13 +34,10 @@ static void vit_forward(struct mact_session *s, const float *pix)
         mact_matmul(s->v_v, s->v_h, &b->wv, mact_f32(&b->bv), P);
         mact_attention(s->v_att, VQ, s->v_q, VQ, s->v_k, s->v_v, VQ, P, P, c->vit_heads, c->vit_heads,
                        c->vit_head_dim, scale, NULL, NULL, s->scores);
-        mact_matmul(s->v_h, s->v_att, &b->wo, mact_f32(&b->bo), P);
-        add_inplace(x, s->v_h, P * VH);
+        mact_matmul_residual(x, s->v_att, &b->wo, mact_f32(&b->bo), P);  /* x += attn . Wo^T + bo */
         mact_layernorm(s->v_h, x, mact_f32(&b->ffn_norm_w), mact_f32(&b->ffn_norm_b), c->vit_eps, P, VH);
-        mact_matmul(s->v_ff, s->v_h, &b->w1, mact_f32(&b->b1), P);
-        mact_gelu_tanh(s->v_ff, P * c->vit_inter);
-        mact_matmul(s->v_h, s->v_ff, &b->w2, mact_f32(&b->b2), P);
-        add_inplace(x, s->v_h, P * VH);
+        mact_matmul_gelu(s->v_ff, s->v_h, &b->w1, mact_f32(&b->b1), P);
+        mact_matmul_residual(x, s->v_ff, &b->w2, mact_f32(&b->b2), P);
         for (int t = 0; t < c->n_taps; t++)
             if (c->taps[t] == j)
                 for (int64_t r = 0; r < P; r++) memcpy(s->v_taps + r * PIN + t * VH, x + r * VH, VH * sizeof(float));
@@ -102,7 +99,7 @@ static void project(struct mact_session *s, const float *in, int64_t n, float *o
     float *a = s->v_ff, *g = s->v_ff + n * I;
     mact_matmul(a, in, &w->proj_w1, NULL, n);
     mact_matmul(g, in, &w->proj_w3, NULL, n);
-    for (int64_t i = 0; i < n * I; i++) a[i] = mact_silu(a[i]) * g[i];
+    mact_silu_mul(a, a, g, n * I);
     mact_matmul(out, a, &w->proj_w2, NULL, n);
 }
 

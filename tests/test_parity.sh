@@ -52,5 +52,13 @@ run_case tiny_massive      "tiny --massive"                       "--n-images 2"
 if [ "${MACT_PARITY_WIDE:-1}" != 0 ]; then
     # the real widths (1152 / 2560 / 768, real head counts): LIBERO LP-VTP-SD and SO101 settings
     run_case wide_libero   "wide"                                 "--n-images 2 --seq-len 130 --steps 2 --horizon 10"
+    # bf16 mode (the default outside the parity gate) against the same fp32 golden files: cosine >= 0.999
+    # per boundary (issue #7); the relative max-error bound is informational in bf16; actions max abs <= 0.05
+    "$MACT" parity "$T/g_wide_libero" --model "$T/ck_wide_libero" --precision bf16 --cos-min 0.999 \
+        --tol-informational --abs-tol 0.05 >"$T/wide_bf16.parity.log" 2>&1
+    awk '($NF == "PASS" || $NF == "FAIL") && NF >= 7 {
+        printf "%s parity_wide_libero_bf16/%s/%s cosine=%s max_abs=%s max_ref=%s in_tol=%s\n", $NF, $1, $2, $3, $4, $5, $6 }
+        /could not run/ { print "FAIL parity_wide_libero_bf16/" $1 ": " $0 }' "$T/wide_bf16.parity.log"
+    grep -qE ' (PASS|FAIL)$' "$T/wide_bf16.parity.log" || { echo "FAIL parity_wide_libero_bf16: no rows"; tail -3 "$T/wide_bf16.parity.log"; }
     run_case wide_so101    "wide --norm-tag so101"                "--n-images 2 --seq-len 136 --steps 10 --horizon 30"
 fi

@@ -50,7 +50,7 @@ run_case() {  # name, n_images, [task]
     state=$($PY -c "import json;print(json.load(open('$d/case.json'))['state'])")
     tag=$($PY -c "import json;print(json.load(open('$d/case.json'))['norm_tag'])")
     if ! $MACT run --model "${MODEL:-$T/model}" "${imgs[@]}" --task "$task_arg" --state "$state" --norm-tag "$tag" \
-            --noise "$d/noise.npy" --dump "$d/dump" >"$d.run.log" 2>&1; then
+            --noise "$d/noise.npy" --dump "$d/dump" --precision fp32 >"$d.run.log" 2>&1; then
         echo "FAIL predict_$name: mact run failed:"; tail -5 "$d.run.log"; return; fi
     compare "$name" "$d"
 }

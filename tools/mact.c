@@ -18,7 +18,8 @@ static int usage(FILE *f)
             "  bench [--model DIR] [--threads N] [--precision fp32|bf16]  per-stage timings\n"
             "  inspect MODEL_DIR                     config summary, parameters, bytes, dtype mix\n"
             "  parity GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
-            "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n");
+            "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n"
+            "         [--precision fp32|bf16]          (default fp32: the exact mode)\n");
     return 2;
 }
 
@@ -27,7 +28,8 @@ static int cmd_inspect(int argc, char **argv)
     if (argc != 1) return usage(stderr);
     char err[1024];
     mact_model *m;
-    int rc = mact_model_load(argv[0], NULL, &m, err, sizeof err);
+    mact_load_options lo = {.no_pack = 1};  /* inspect reads, never computes */
+    int rc = mact_model_load(argv[0], &lo, &m, err, sizeof err);
     if (rc) { fprintf(stderr, "mact inspect: %s\n", err); return 1; }
     static char buf[1 << 16];
     mact_model_describe(m, buf, sizeof buf);
@@ -49,6 +51,12 @@ static int cmd_parity(int argc, char **argv)
         else if (!strcmp(a, "--abs-tol") && more) o.abs_tol = atof(argv[++i]);
         else if (!strcmp(a, "--max-tokens") && more) o.max_tokens = atoi(argv[++i]);
         else if (!strcmp(a, "--tol-informational")) o.tol_informational = 1;
+        else if (!strcmp(a, "--precision") && more) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "fp32")) o.precision = MACT_PRECISION_FP32;
+            else if (!strcmp(v, "bf16")) o.precision = MACT_PRECISION_BF16;
+            else return usage(stderr);
+        }
         else if (a[0] != '-' && !golden) golden = a;
         else return usage(stderr);
     }
@@ -65,7 +73,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(c, "synth")) return cmd_synth(argc - 2, argv + 2);
-    /* bench: wired when tools/bench_cmd.c lands */
+    if (!strcmp(c, "bench")) return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(c, "parity")) return cmd_parity(argc - 2, argv + 2);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }

@@ -67,7 +67,7 @@ static int dump_tensor(const mact_session *s, const char *dir, const char *name,
 typedef struct {
     const char *model, *task, *state, *norm_tag, *noise, *dump;
     const char *images[MAX_CAMS];
-    int n_images, steps, json, threads, n_action_steps, has_seed;
+    int n_images, steps, json, threads, n_action_steps, has_seed, precision;
     uint64_t seed;
 } run_args;
 
@@ -79,7 +79,8 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     float state[64], *noise = NULL, *actions = NULL;
     int ns = 0, rc = 1;
     if (parse_floats(a->state, state, 64, &ns)) { fprintf(stderr, "mact: --state: expected up to 64 numbers\n"); return 1; }
-    if (mact_model_load(a->model, NULL, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
+    mact_load_options lo = {.precision = a->precision};
+    if (mact_model_load(a->model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
     mact_model_info mi;
     mact_model_get_info(m, &mi);
     mact_session_options so = {.n_threads = a->threads, .max_images = a->n_images > 4 ? a->n_images : 4};
@@ -177,12 +178,17 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(k, "--dump")) a.dump = v;
         else if (!strcmp(k, "--threads")) a.threads = atoi(v);
         else if (!strcmp(k, "--n-action-steps")) a.n_action_steps = atoi(v);
+        else if (!strcmp(k, "--precision")) {
+            if (!strcmp(v, "fp32")) a.precision = MACT_PRECISION_FP32;
+            else if (!strcmp(v, "bf16")) a.precision = MACT_PRECISION_BF16;
+            else { fprintf(stderr, "mact run: --precision is fp32 or bf16\n"); return 2; }
+        }
         else { fprintf(stderr, "mact run: unknown option %s\n", k); return 2; }
     }
     if (!a.model || !a.n_images || !a.task || !a.state) {
         fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
                         "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
-                        "       [--dump DIR] [--json] [--threads N]\n");
+                        "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32 (default bf16)]\n");
         return 2;
     }
     if (a.steps < 0) { fprintf(stderr, "mact run: --steps must be >= 1\n"); return 2; }
@@ -264,7 +270,8 @@ int cmd_tokenize(int argc, char **argv)
     if (!model || !text) { fprintf(stderr, "usage: mact tokenize --model DIR TEXT\n"); return 2; }
     char err[1024];
     mact_model *m;
-    if (mact_model_load(model, NULL, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
+    mact_load_options lo = {.no_pack = 1};  /* tokenizing needs no matmuls */
+    if (mact_model_load(model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
     int cap = (int)strlen(text) * 4 + 16, n = 0;
     int64_t *ids = malloc((size_t)cap * sizeof *ids);
     int rc = mact_tokenize(m, text, ids, cap, &n, err, sizeof err);

@@ -1,0 +1,533 @@
+/* Packed weights: the layout the AVX-512 GEMMs read, built once per model by mact_kernels_prepare and
+ * found again by the weight's data pointer.
+ *
+ * Layout (kernels.h, mact_packed): the N output rows of W[N, K] are cut into panels of 64; a panel holds,
+ * for each pair of k (kp = k / 2), the 64 columns' (W[n, 2kp], W[n, 2kp + 1]) as bf16 pairs: 256 bytes,
+ * four zmm registers, the operand order of vdpbf16ps. Rows past N and the k past an odd K are zero.
+ * The fp32 kernels widen the same bytes exactly (bf16 -> fp32 is a shift), so one copy of a BF16 weight
+ * serves both precisions. F32 weights get fp32 panels (64 columns per k row) for FP32 mode and rounded
+ * bf16 panels for BF16 mode; F16 weights only the latter. An entry holds up to one panel set per format.
+ *
+ * The table is process-wide, guarded by a rwlock; entries record their owner (the model) and a
+ * fingerprint (the first and last 64 bytes of the source), checked on every lookup, so a freed model's
+ * entries can never be mistaken for a new model's weights that happen to reuse an address. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "kernels.h"
+#include "npy.h"
+
+#define FP_BYTES 64
+
+typedef struct {
+    const void *key;
+    int dtype;
+    int64_t N, K;
+    const void *owner;
+    size_t src_bytes;
+    uint8_t fp[2 * FP_BYTES];
+    int fp_len;
+    mact_packed pk[2];    /* [MACT_PACK_BF16], [MACT_PACK_F32]; data NULL when absent */
+    size_t alloc_bytes[2];
+    struct region *rg[2]; /* the arena a pack was carved from, or NULL (own allocation) */
+} entry;
+
+/* One allocation for all the packs of a mact_kernels_prepare call: a 2 MiB-aligned anonymous mapping
+ * marked for transparent huge pages (few page faults while packing, few TLB misses while streaming) with
+ * no per-tensor rounding; freed when its last pack is released. refs is changed under g_lock. */
+typedef struct region {
+    uint8_t *base;
+    size_t len, used;
+    int refs;
+} region;
+
+static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
+static entry *g_tab;    /* open addressing on key; key NULL = empty, (void *)1 = tombstone */
+static size_t g_cap, g_used, g_live;
+static size_t g_bytes;
+
+#define TOMB ((const void *)1)
+
+static size_t hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+static void fingerprint(const void *src, size_t bytes, uint8_t *fp, int *len)
+{
+    if (bytes <= 2 * FP_BYTES) {
+        memcpy(fp, src, bytes);
+        *len = (int)bytes;
+        return;
+    }
+    memcpy(fp, src, FP_BYTES);
+    memcpy(fp + FP_BYTES, (const uint8_t *)src + bytes - FP_BYTES, FP_BYTES);
+    *len = 2 * FP_BYTES;
+}
+
+static int fp_matches(const entry *e)
+{
+    uint8_t fp[2 * FP_BYTES];
+    int len;
+    fingerprint(e->key, e->src_bytes, fp, &len);
+    return len == e->fp_len && !memcmp(fp, e->fp, (size_t)len);
+}
+
+/* caller holds the write lock */
+static int tab_grow(void)
+{
+    size_t ncap = g_cap ? g_cap * 2 : 1024;
+    entry *nt = calloc(ncap, sizeof *nt);
+    if (!nt) return -1;
+    for (size_t i = 0; i < g_cap; i++) {
+        if (!g_tab[i].key || g_tab[i].key == TOMB) continue;
+        size_t h = hash_ptr(g_tab[i].key) & (ncap - 1);
+        while (nt[h].key) h = (h + 1) & (ncap - 1);
+        nt[h] = g_tab[i];
+    }
+    free(g_tab);
+    g_tab = nt;
+    g_cap = ncap;
+    g_used = g_live;
+    return 0;
+}
+
+static entry *tab_find(const void *key)
+{
+    if (!g_cap) return NULL;
+    size_t h = hash_ptr(key) & (g_cap - 1);
+    for (size_t n = 0; n < g_cap && g_tab[h].key; n++, h = (h + 1) & (g_cap - 1))
+        if (g_tab[h].key == key) return &g_tab[h];
+    return NULL;
+}
+
+static void pack_free(void *p, size_t bytes);
+static void region_unref(region *rg);
+
+static void entry_free(entry *e)
+{
+    for (int f = 0; f < 2; f++) {
+        if (e->rg[f]) region_unref(e->rg[f]);
+        else pack_free((void *)e->pk[f].data, e->alloc_bytes[f]);
+        g_bytes -= e->alloc_bytes[f];
+    }
+    memset(e, 0, sizeof *e);
+    e->key = TOMB;
+    g_live--;
+}
+
+const mact_packed *mact_packed_find(const void *w, int dtype, int64_t N, int64_t K, int precision)
+{
+    const mact_packed *r = NULL;
+    pthread_rwlock_rdlock(&g_lock);
+    entry *e = tab_find(w);
+    if (e && e->dtype == dtype && e->N == N && e->K == K && fp_matches(e)) {
+        const mact_packed *b = e->pk[MACT_PACK_BF16].data ? &e->pk[MACT_PACK_BF16] : NULL;
+        const mact_packed *f = e->pk[MACT_PACK_F32].data ? &e->pk[MACT_PACK_F32] : NULL;
+        if (precision == MACT_PREC_BF16) r = b ? b : f;  /* an fp32 pack computes BF16 mode in fp32 */
+        else r = b && b->exact ? b : f;
+    }
+    pthread_rwlock_unlock(&g_lock);
+    return r;
+}
+
+static inline uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  /* NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline uint16_t src_bf16(const void *w, int dtype, int64_t i)
+{
+    if (dtype == MACT_BF16) {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)w + 2 * i, 2);
+        return h;
+    }
+    float f;
+    if (dtype == MACT_F32) memcpy(&f, (const uint8_t *)w + 4 * i, 4);
+    else {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)w + 2 * i, 2);
+        mact_dtype_to_f32(MACT_F16, &h, 1, &f);
+    }
+    return f32_to_bf16(f);
+}
+
+/* Packing walks each panel in blocks of 32 k rows: the destination block (32 x 256 bytes) stays in L1
+ * while the 64 source rows are read a block at a time, the next block prefetched (64 read streams are
+ * more than the hardware prefetchers follow). */
+#define PACK_KB 32
+
+static void pack_into(uint16_t *dst, const void *w, int dtype, int64_t N, int64_t K, int64_t Kp, int64_t npanel)
+{
+#pragma omp parallel for schedule(dynamic, 1) if (N * K > (1 << 18))
+    for (int64_t p = 0; p < npanel; p++) {
+        uint16_t *pd = dst + p * Kp * 2 * MACT_PANEL;
+        for (int64_t kp0 = 0; kp0 < Kp; kp0 += PACK_KB) {
+            const int64_t kn = Kp - kp0 < PACK_KB ? Kp - kp0 : PACK_KB;
+            for (int c = 0; c < MACT_PANEL; c++) {
+                const int64_t n = p * MACT_PANEL + c;
+                uint16_t *col = pd + kp0 * 2 * MACT_PANEL + 2 * c;
+                if (n >= N) {
+                    for (int64_t t = 0; t < kn; t++) col[t * 2 * MACT_PANEL] = col[t * 2 * MACT_PANEL + 1] = 0;
+                    continue;
+                }
+                const int64_t base = n * K + 2 * kp0;
+                if (2 * (kp0 + PACK_KB) < K) {
+                    const uint8_t *nx = (const uint8_t *)w + (dtype == MACT_F32 ? 4 : 2) * (base + 2 * PACK_KB);
+                    for (int l = 0; l < (dtype == MACT_F32 ? 4 : 2); l++) __builtin_prefetch(nx + 64 * l);
+                }
+                /* pairs fully inside K; the last pair of an odd K gets a zero partner */
+                const int64_t full = (K - 2 * kp0) / 2 < kn ? (K - 2 * kp0) / 2 : kn;
+                if (dtype == MACT_BF16) {
+                    const uint8_t *src = (const uint8_t *)w + 2 * base;
+                    for (int64_t t = 0; t < full; t++) memcpy(col + t * 2 * MACT_PANEL, src + 4 * t, 4);
+                } else
+                    for (int64_t t = 0; t < full; t++) {
+                        col[t * 2 * MACT_PANEL] = src_bf16(w, dtype, base + 2 * t);
+                        col[t * 2 * MACT_PANEL + 1] = src_bf16(w, dtype, base + 2 * t + 1);
+                    }
+                if (full < kn) {
+                    col[full * 2 * MACT_PANEL] = src_bf16(w, dtype, base + 2 * full);
+                    col[full * 2 * MACT_PANEL + 1] = 0;
+                }
+            }
+        }
+    }
+}
+
+static void pack_into_f32(float *dst, const float *w, int64_t N, int64_t K, int64_t npanel)
+{
+#pragma omp parallel for schedule(dynamic, 1) if (N * K > (1 << 18))
+    for (int64_t p = 0; p < npanel; p++) {
+        float *pd = dst + p * K * MACT_PANEL;
+        for (int64_t k0 = 0; k0 < K; k0 += PACK_KB) {
+            const int64_t kn = K - k0 < PACK_KB ? K - k0 : PACK_KB;
+            for (int c = 0; c < MACT_PANEL; c++) {
+                const int64_t n = p * MACT_PANEL + c;
+                float *col = pd + k0 * MACT_PANEL + c;
+                if (n < N && k0 + PACK_KB < K) {
+                    const uint8_t *nx = (const uint8_t *)w + 4 * (n * K + k0 + PACK_KB);
+                    __builtin_prefetch(nx);
+                    __builtin_prefetch(nx + 64);
+                }
+                if (n >= N)
+                    for (int64_t t = 0; t < kn; t++) col[t * MACT_PANEL] = 0.f;
+                else
+                    for (int64_t t = 0; t < kn; t++)
+                        memcpy(&col[t * MACT_PANEL], (const uint8_t *)w + 4 * (n * K + k0 + t), 4);
+            }
+        }
+    }
+}
+
+/* Large packs go to 2 MiB-aligned anonymous mappings marked for transparent huge pages (512x fewer page
+ * faults while packing, fewer TLB misses while streaming); small ones to the heap. */
+#define BIG_ALLOC ((size_t)4 << 20)
+
+static void *pack_alloc(size_t bytes)
+{
+    if (bytes >= BIG_ALLOC) {
+        size_t len = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+        madvise(p, len, MADV_HUGEPAGE);
+#endif
+        return p;
+    }
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes) ? NULL : p;
+}
+
+static void pack_free(void *p, size_t bytes)
+{
+    if (!p) return;
+    if (bytes >= BIG_ALLOC) munmap(p, (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1));
+    else free(p);
+}
+
+#define HUGE ((size_t)2 << 20)
+
+static region *region_new(size_t bytes)
+{
+    region *rg = calloc(1, sizeof *rg);
+    if (!rg) return NULL;
+    rg->len = (bytes + HUGE - 1) & ~(HUGE - 1);
+    void *p = mmap(NULL, rg->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { free(rg); return NULL; }
+#ifdef MADV_HUGEPAGE
+    madvise(p, rg->len, MADV_HUGEPAGE);
+#endif
+    rg->base = p;
+    rg->refs = 1;  /* the preparing call's own reference */
+    return rg;
+}
+
+/* caller holds g_lock (or owns rg exclusively) */
+static void region_unref(region *rg)
+{
+    if (--rg->refs) return;
+    munmap(rg->base, rg->len);
+    free(rg);
+}
+
+static void *region_take(region *rg, size_t bytes)
+{
+    if (!rg || rg->used + bytes > rg->len) return NULL;
+    void *p = rg->base + rg->used;
+    rg->used += (bytes + 63) & ~(size_t)63;
+    return p;  /* the entry that keeps it takes a reference when registered */
+}
+
+/* map the source's pages in one call before reading them (fewer faults); a no-op where unsupported */
+static void populate_source(const void *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_READ
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~((uintptr_t)pg - 1), hi = (uintptr_t)p + bytes;
+    if (bytes >= BIG_ALLOC) madvise((void *)lo, hi - lo, MADV_POPULATE_READ);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+/* ---- read-only file mappings (their pages can be dropped and re-read from the file) ---- */
+
+typedef struct { uintptr_t lo, hi; } range;
+typedef struct { range *r; size_t n; } ranges;
+
+static void file_ranges(ranges *out)
+{
+    out->r = NULL;
+    out->n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return;
+    char line[4096];
+    size_t cap = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, off, inode;
+        char perms[8], dev[32];
+        if (sscanf(line, "%lx-%lx %7s %lx %31s %lu", &lo, &hi, perms, &off, dev, &inode) != 6) continue;
+        /* file-backed, private, not writable: madvise(DONTNEED) re-reads such pages from the file */
+        if (!inode || perms[1] != '-' || perms[3] != 'p') continue;
+        if (out->n == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            range *nr = realloc(out->r, nc * sizeof *nr);
+            if (!nr) break;
+            out->r = nr;
+            cap = nc;
+        }
+        out->r[out->n++] = (range){lo, hi};
+    }
+    fclose(f);
+}
+
+static void drop_source(const ranges *rs, const void *p, size_t bytes)
+{
+    uintptr_t a = (uintptr_t)p, b = a + bytes;
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1), hi = b & ~((uintptr_t)pg - 1);
+    if (hi <= lo) return;
+    for (size_t i = 0; i < rs->n; i++)
+        if (lo >= rs->r[i].lo && hi <= rs->r[i].hi) {
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
+            return;
+        }
+}
+
+/* The format a weight is packed into for a precision, and its bytes; 0 when it is not packable. */
+static int pack_plan(const void *w, int dtype, int64_t N, int64_t K, int precision, int *fmt, size_t *bytes)
+{
+    if (!w || N <= 0 || K <= 0) return 0;
+    if (dtype != MACT_BF16 && dtype != MACT_F32 && dtype != MACT_F16) return 0;
+    if (dtype == MACT_F16 && precision != MACT_PREC_BF16) return 0;  /* fp32 mode reads F16 weights as stored */
+    *fmt = dtype == MACT_F32 && precision == MACT_PREC_FP32 ? MACT_PACK_F32 : MACT_PACK_BF16;
+    const int64_t Kp = *fmt == MACT_PACK_F32 ? K : (K + 1) / 2, np = (N + MACT_PANEL - 1) / MACT_PANEL;
+    *bytes = (size_t)np * (size_t)Kp * MACT_PANEL * 4;  /* a row is 64 fp32 or 64 bf16 pairs */
+    return 1;
+}
+
+static int have_pack(const void *w, int dtype, int64_t N, int64_t K, int fmt)
+{
+    pthread_rwlock_rdlock(&g_lock);
+    entry *e = tab_find(w);
+    int have = e && e->dtype == dtype && e->N == N && e->K == K && fp_matches(e) && e->pk[fmt].data;
+    pthread_rwlock_unlock(&g_lock);
+    return have;
+}
+
+/* rg: carve the pack from this arena when it has room (else a separate allocation) */
+static int pack_one(const void *owner, const void *w, int dtype, int64_t N, int64_t K, int precision,
+                    const ranges *rs, region *rg)
+{
+    int fmt;
+    size_t bytes;
+    if (!pack_plan(w, dtype, N, K, precision, &fmt, &bytes)) return 1;
+    size_t esz = dtype == MACT_F32 ? 4 : 2, src_bytes = (size_t)N * (size_t)K * esz;
+    if (have_pack(w, dtype, N, K, fmt)) return 0;
+    const int64_t Kp = fmt == MACT_PACK_F32 ? K : (K + 1) / 2, np = (N + MACT_PANEL - 1) / MACT_PANEL;
+    void *buf = region_take(rg, bytes);
+    region *from = buf ? rg : NULL;
+    if (!buf) buf = pack_alloc(bytes);
+    if (!buf) return MACT_ERR_NOMEM;
+    populate_source(w, src_bytes);
+    if (fmt == MACT_PACK_F32) pack_into_f32(buf, w, N, K, np);
+    else pack_into(buf, w, dtype, N, K, Kp, np);
+    mact_packed pk = {.N = N, .K = K, .Kp = Kp, .npanel = np, .fmt = fmt,
+                      .exact = dtype == MACT_BF16 || fmt == MACT_PACK_F32, .data = buf};
+    pthread_rwlock_wrlock(&g_lock);
+    entry *e = tab_find(w);
+    if (e && !(e->dtype == dtype && e->N == N && e->K == K && fp_matches(e))) {
+        entry_free(e);  /* a stale entry (freed model at the same address) or a different shape */
+        e = NULL;
+    }
+    if (!e && (g_used + 1) * 2 > g_cap && tab_grow()) e = (entry *)-1;
+    if (e == (entry *)-1 || (e && e->pk[fmt].data)) {  /* out of memory, or packed concurrently by another caller */
+        if (!from) pack_free(buf, bytes);  /* a slice of the arena is simply left unused */
+        pthread_rwlock_unlock(&g_lock);
+        return e == (entry *)-1 ? MACT_ERR_NOMEM : 0;
+    }
+    if (!e) {
+        size_t h = hash_ptr(w) & (g_cap - 1);
+        while (g_tab[h].key && g_tab[h].key != TOMB) h = (h + 1) & (g_cap - 1);
+        if (!g_tab[h].key) g_used++;
+        e = &g_tab[h];
+        memset(e, 0, sizeof *e);
+        e->key = w;
+        e->dtype = dtype;
+        e->N = N;
+        e->K = K;
+        e->owner = owner;
+        e->src_bytes = src_bytes;
+        fingerprint(w, src_bytes, e->fp, &e->fp_len);
+        g_live++;
+    }
+    e->pk[fmt] = pk;
+    e->alloc_bytes[fmt] = bytes;
+    e->rg[fmt] = from;
+    if (from) from->refs++;
+    g_bytes += bytes;
+    pthread_rwlock_unlock(&g_lock);
+    if (rs) drop_source(rs, w, src_bytes);
+    return 0;
+}
+
+int mact_pack_weight(const void *owner, const void *w, int dtype, int64_t N, int64_t K, int precision, int drop)
+{
+    if (mact_isa_get() < MACT_ISA_AVX512) return 1;
+    ranges rs = {0};
+    if (drop) file_ranges(&rs);
+    int rc = pack_one(owner, w, dtype, N, K, precision, drop ? &rs : NULL, NULL);
+    free(rs.r);
+    return rc;
+}
+
+void mact_kernels_release_owner(const void *owner)
+{
+    pthread_rwlock_wrlock(&g_lock);
+    for (size_t i = 0; i < g_cap; i++)
+        if (g_tab[i].key && g_tab[i].key != TOMB && g_tab[i].owner == owner) entry_free(&g_tab[i]);
+    pthread_rwlock_unlock(&g_lock);
+}
+
+void mact_kernels_release(const struct mact_model *m) { mact_kernels_release_owner(m); }
+
+size_t mact_packed_bytes(void)
+{
+    pthread_rwlock_rdlock(&g_lock);
+    size_t b = g_bytes;
+    pthread_rwlock_unlock(&g_lock);
+    return b;
+}
+
+/* Calls f(m, tensor, ctx) for every 2-D weight mact_matmul reads. */
+static void for_each_weight(struct mact_model *m, void (*f)(const mact_tensor *, void *), void *ctx)
+{
+    const mact_config *c = &m->cfg;
+#define PK(t) f((t), ctx)
+    const mact_vision_weights *v = &m->vis;
+    PK(&v->patch_w);
+    for (int j = 0; v->blocks && j < c->vit_layers; j++) {
+        const mact_vit_block *b = &v->blocks[j];
+        PK(&b->wq); PK(&b->wk); PK(&b->wv); PK(&b->wo); PK(&b->w1); PK(&b->w2);
+    }
+    PK(&v->pool_wq); PK(&v->pool_wk); PK(&v->pool_wv); PK(&v->pool_wo);
+    PK(&v->proj_w1); PK(&v->proj_w3); PK(&v->proj_w2);
+    PK(&v->scout0_w); PK(&v->scout2_w); PK(&v->coord2_w);
+    for (int l = 0; m->llm.blocks && l < c->n_layers; l++) {
+        const mact_llm_block *b = &m->llm.blocks[l];
+        PK(&b->att_proj); PK(&b->attn_out); PK(&b->ff_proj); PK(&b->ff_out);
+    }
+    const mact_ae_weights *a = &m->ae;
+    PK(&a->time1_w); PK(&a->time3_w); PK(&a->action_embed_w); PK(&a->ctx_k); PK(&a->ctx_v);
+    for (int l = 0; a->blocks && l < c->ae_layers; l++) {
+        const mact_ae_block *b = &a->blocks[l];
+        PK(&b->qkv_w); PK(&b->out_w); PK(&b->xq_w); PK(&b->xo_w); PK(&b->gate_w); PK(&b->up_w); PK(&b->down_w);
+        PK(&b->mod_w);
+    }
+    PK(&a->fmod_w); PK(&a->final_w);
+#undef PK
+}
+
+typedef struct {
+    struct mact_model *m;
+    int precision, rc;
+    size_t total;
+    const ranges *rs;
+    region *rg;
+} prep_ctx;
+
+static void count_one(const mact_tensor *t, void *arg)
+{
+    prep_ctx *p = arg;
+    int fmt;
+    size_t bytes;
+    if (!t->data || t->ndim != 2) return;
+    if (!pack_plan(t->data, t->dtype, t->shape[0], t->shape[1], p->precision, &fmt, &bytes)) return;
+    if (!have_pack(t->data, t->dtype, t->shape[0], t->shape[1], fmt)) p->total += (bytes + 63) & ~(size_t)63;
+}
+
+static void prep_one(const mact_tensor *t, void *arg)
+{
+    prep_ctx *p = arg;
+    if (p->rc || !t->data || t->ndim != 2) return;
+    int r = pack_one(p->m, t->data, t->dtype, t->shape[0], t->shape[1], p->precision, p->rs, p->rg);
+    if (r < 0) p->rc = r;
+}
+
+int mact_kernels_prepare(struct mact_model *m, int precision, char *err, size_t errlen)
+{
+    if (mact_isa_get() < MACT_ISA_AVX512) return 0;  /* only the AVX-512 kernels read packed weights */
+    ranges rs;
+    file_ranges(&rs);
+    prep_ctx p = {.m = m, .precision = precision, .rs = &rs};
+    for_each_weight(m, count_one, &p);
+    if (p.total) p.rg = region_new(p.total);  /* NULL: every pack gets its own allocation */
+    for_each_weight(m, prep_one, &p);
+    if (p.rg) {
+        pthread_rwlock_wrlock(&g_lock);
+        region_unref(p.rg);  /* the packs hold the remaining references */
+        pthread_rwlock_unlock(&g_lock);
+    }
+    free(rs.r);
+    if (p.rc) {
+        if (err && errlen) snprintf(err, errlen, "out of memory packing the weights (%zu MiB packed so far)",
+                                    mact_packed_bytes() >> 20);
+        return p.rc;
+    }
+    return 0;
+}

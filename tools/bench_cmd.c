@@ -1,0 +1,360 @@
+/* `mact bench [--model DIR | --preset libero|so101] [--threads N] [--precision fp32|bf16] [--iters N]`
+ *
+ * Loads a checkpoint (or synthesizes the full-size random one for the preset once, under
+ * $MACT_CACHE or ~/.cache/mact), packs its weights (mact_kernels_prepare), then runs the whole pipeline
+ * on random pixel values and a prompt of ids BOS + n_img x (<im_start>, K x <im_patch>, <im_end>) +
+ * text up to N tokens: one warm-up through mact_generate_from_ids, then --iters runs timing each stage
+ * through its public functions:
+ *   vision  mact_vision (all images)
+ *   llm     mact_embed + mact_attention_bias + mact_llm_layers_ex (all layers; the last one K/V only,
+ *           exactly what mact_generate_from_ids runs)
+ *   action  mact_encoder_mask + mact_action_generate (context projection + every flow step)
+ * Prints per stage the median and min ms, GFLOP (counted from the config), GFLOP/s and the fraction of
+ * the GEMM peak measured by a packed-GEMM microbenchmark in the same run (and the instruction-level
+ * peak), plus cold start (load + pack), peak RSS, LLM prefill tokens/s and the action expert's weight
+ * bandwidth. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "commands.h"
+#include "kernels.h"
+#include "mact.h"
+#include "session.h"
+#include "synth.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double min_of(const double *v, int n)
+{
+    double m = v[0];
+    for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+static double peak_rss_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
+static float rnd_unit(void)  /* [-1, 1) */
+{
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return (float)(((g_rng * 2685821657736338717ULL) >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
+}
+
+/* ---- FLOPs from the config (2 per multiply-add; softmax, norms and activations not counted) ---- */
+
+static double vision_flops(const mact_config *c, int n_img)
+{
+    const double P = (double)c->grid_h * c->grid_w, VH = c->vit_hidden, VQ = (double)c->vit_heads * c->vit_head_dim;
+    const double PD = (double)c->patch * c->patch * 3, I = c->vit_inter;
+    int last = 0;
+    for (int t = 0; t < c->n_taps; t++) last = c->taps[t] > last ? c->taps[t] : last;
+    double f = 2 * P * PD * VH;
+    f += (last + 1) * (2 * P * VH * 3 * VQ + 2 * P * VQ * VH + 2 * P * VH * I * 2 + 2 * 2 * P * P * VQ);
+    const double T = (double)c->pooled_h * c->pooled_w, W = (double)c->pool_h * c->pool_w;
+    const double PIN = (double)c->n_taps * VH, PQ = (double)c->pool_heads * c->pool_head_dim;
+    f += 2 * T * PIN * PQ + 2 * 2 * T * W * PIN * PQ + 2 * 2 * T * W * PQ + 2 * T * PQ * c->pool_hidden;
+    double rows = c->use_sampler && !c->sampler_after_projector ? c->sampler_k : T;
+    f += 2 * rows * c->pool_hidden * c->proj_inter * 2 + 2 * rows * c->proj_inter * c->d_model;
+    if (c->use_sampler) {
+        double C = c->sampler_c, K = c->sampler_k;
+        f += 2 * C * c->sampler_hidden + 2 * c->sampler_hidden * 2 * K + K * 2 * (double)c->coord_hidden * C;
+    }
+    return f * n_img;
+}
+
+static double llm_flops(const mact_config *c, int n)
+{
+    const double N = n, D = c->d_model, qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
+    const double I = c->ff_inter;
+    double qkv = 2 * N * D * (qd + 2 * kvd);
+    double rest = 2 * 2 * N * N * qd + 2 * N * qd * D + 2 * N * D * 2 * I + 2 * N * I * D;
+    return c->n_layers * qkv + (c->n_layers - 1) * rest;  /* the last layer: K/V only */
+}
+
+static double action_flops(const mact_config *c, int n, int h, int steps)
+{
+    const double N = n, H = h, AH = c->ae_hidden, A = c->max_action_dim, I = c->ae_inter;
+    const double kvd = (double)c->n_kv_heads * c->head_dim;
+    double ctx = c->n_layers * 2 * 2 * N * kvd * AH;
+    double layer = 2 * H * AH * 3 * AH + 2 * 2 * H * H * AH + 2 * H * AH * AH + 2 * H * AH * AH + 2 * 2 * H * N * AH +
+                   2 * H * AH * AH + 2 * H * AH * I * 2 + 2 * H * I * AH;
+    double step = 2 * H * A * AH + c->n_layers * layer + 2 * H * AH * A;
+    return ctx + steps * step;
+}
+
+static double tensor_bytes(const mact_tensor *t, int prec)
+{
+    if (!t->data) return 0;
+    double n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (double)t->shape[i];
+    int esz = t->dtype == MACT_F32 ? 4 : 2;
+    if (prec == MACT_PREC_BF16 && t->ndim == 2) esz = 2;  /* packed as bf16 */
+    return n * esz;
+}
+
+/* weight bytes one flow step reads (the modulation is cached per schedule) */
+static double action_step_bytes(const mact_model *m, int prec)
+{
+    const mact_ae_weights *w = &m->ae;
+    double b = tensor_bytes(&w->action_embed_w, prec) + tensor_bytes(&w->final_w, prec);
+    for (int l = 0; l < m->cfg.ae_layers; l++) {
+        const mact_ae_block *k = &w->blocks[l];
+        b += tensor_bytes(&k->qkv_w, prec) + tensor_bytes(&k->out_w, prec) + tensor_bytes(&k->xq_w, prec) +
+             tensor_bytes(&k->xo_w, prec) + tensor_bytes(&k->gate_w, prec) + tensor_bytes(&k->up_w, prec) +
+             tensor_bytes(&k->down_w, prec);
+    }
+    return b;
+}
+
+/* ---- GEMM microbenchmark: the packed GEMM on synthetic bf16 weights, best of 5 ---- */
+static double gemm_bench(int64_t M, int64_t N, int64_t K, int prec)
+{
+    uint16_t *w = malloc((size_t)(N * K) * 2);
+    float *x = malloc((size_t)(M * K) * 4), *y = malloc((size_t)(M * N) * 4);
+    if (!w || !x || !y) { free(w); free(x); free(y); return 0; }
+    for (int64_t i = 0; i < N * K; i++) {
+        float f = rnd_unit() * 0.05f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        w[i] = (uint16_t)(u >> 16);
+    }
+    for (int64_t i = 0; i < M * K; i++) x[i] = rnd_unit();
+    static int owner;
+    mact_pack_weight(&owner, w, MACT_BF16, N, K, prec, 0);
+    mact_matmul_raw(y, N, x, K, w, MACT_BF16, NULL, M, N, K);
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        mact_matmul_raw(y, N, x, K, w, MACT_BF16, NULL, M, N, K);
+        double t = now_s() - t0;
+        best = t < best ? t : best;
+    }
+    mact_kernels_release_owner(&owner);
+    free(w); free(x); free(y);
+    return 2.0 * (double)M * (double)N * (double)K / best / 1e9;
+}
+
+static int bench_usage(FILE *f)
+{
+    fprintf(f, "usage: mact bench [--model DIR | --preset libero|so101] [--threads N] [--precision fp32|bf16]\n"
+               "                  [--iters N] [--no-pack]\n"
+               "  --preset: shapes (libero: N=130, H=10, 2 steps; so101: N=136, H=30, 10 steps, both 2 cameras);\n"
+               "            without --model the full-size random checkpoint of the preset is synthesized once\n"
+               "            into $MACT_CACHE/bench-PRESET (default ~/.cache/mact)\n"
+               "  --no-pack: leave the weights unpacked (row-major kernels; bf16 precision then computes in fp32)\n");
+    return 2;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *model = NULL, *preset = "libero";
+    int threads = 0, iters = 5, prec = MACT_PREC_BF16, pack = 1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--model") && more) model = argv[++i];
+        else if (!strcmp(a, "--preset") && more) preset = argv[++i];
+        else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--iters") && more) iters = atoi(argv[++i]);
+        else if (!strcmp(a, "--precision") && more) {
+            prec = mact_precision_from_name(argv[++i]);
+            if (prec < 0) { fprintf(stderr, "mact bench: --precision must be fp32 or bf16\n"); return 2; }
+        } else if (!strcmp(a, "--no-pack")) pack = 0;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
+        else return bench_usage(stderr);
+    }
+    int N, H, steps;
+    if (!strcmp(preset, "libero")) { N = 130; H = 10; steps = 2; }
+    else if (!strcmp(preset, "so101")) { N = 136; H = 30; steps = 10; }
+    else { fprintf(stderr, "mact bench: unknown preset '%s' (libero, so101)\n", preset); return 2; }
+    if (iters < 1) iters = 1;
+    if (threads <= 0) threads = mact_threads();
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    char err[1024], dir[4096];
+    if (!model) {
+        const char *cache = getenv("MACT_CACHE"), *home = getenv("HOME");
+        char base[4000];
+        if (cache) snprintf(base, sizeof base, "%s", cache);
+        else snprintf(base, sizeof base, "%s/.cache/mact", home ? home : ".");
+        snprintf(dir, sizeof dir, "%s/bench-%s", base, preset);
+        char cfg[4200];
+        snprintf(cfg, sizeof cfg, "%s/model.safetensors", dir);
+        struct stat st;
+        if (stat(cfg, &st)) {
+            printf("mact bench: synthesizing the full-size %s checkpoint into %s (once; ~11 GB)\n", preset, dir);
+            fflush(stdout);
+            double t0 = now_s();
+            if (mact_synth(preset, dir, 1, MACT_SYNTH_MIXED, err, sizeof err)) {
+                fprintf(stderr, "mact bench: %s\n", err);
+                return 1;
+            }
+            printf("mact bench: synthesized in %.1f s\n", now_s() - t0);
+        }
+        model = dir;
+    }
+
+    /* cold start: load (mmap + tensor table), then pack, timed apart (mact_model_load would pack itself) */
+    mact_set_precision(prec);
+    double t0 = now_s();
+    mact_model *m;
+    mact_load_options lo = {.precision = prec == MACT_PREC_BF16 ? MACT_PRECISION_BF16 : MACT_PRECISION_FP32,
+                            .no_pack = 1};
+    if (mact_model_load(model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact bench: %s\n", err); return 1; }
+    double t_load = now_s() - t0;
+    t0 = now_s();
+    if (pack && mact_kernels_prepare(m, prec, err, sizeof err)) {
+        fprintf(stderr, "mact bench: %s\n", err);
+        mact_model_free(m);
+        return 1;
+    }
+    double t_pack = now_s() - t0;
+    const mact_config *c = &m->cfg;
+    const int n_img = 2, K = c->tokens_per_image, need = 1 + n_img * (K + 2) + 1;
+    if (N < need) N = need;
+    if (N > c->max_position_embeddings) {
+        fprintf(stderr, "mact bench: the prompt needs %d tokens; the model takes %d\n", N, c->max_position_embeddings);
+        mact_model_free(m);
+        return 1;
+    }
+    if (H > c->max_action_horizon) H = c->max_action_horizon;
+    mact_session_options so = {.max_images = n_img, .max_tokens = N, .n_threads = threads};
+    mact_session *s;
+    if (mact_session_new(m, &so, &s, err, sizeof err)) { fprintf(stderr, "mact bench: %s\n", err); mact_model_free(m); return 1; }
+
+    /* inputs */
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, D = c->d_model;
+    const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim, A = c->max_action_dim, L = c->n_layers;
+    float *pix = malloc(sizeof(float) * (size_t)(n_img * P * PD));
+    int64_t *ids = malloc(sizeof(int64_t) * (size_t)N);
+    float *embeds = malloc(sizeof(float) * (size_t)(n_img * K * D)), *hidden = malloc(sizeof(float) * (size_t)(N * D));
+    float *bias = malloc(sizeof(float) * (size_t)N * (size_t)N);
+    float *keys = malloc(sizeof(float) * (size_t)(L * N * kvd)), *values = malloc(sizeof(float) * (size_t)(L * N * kvd));
+    float *noise = malloc(sizeof(float) * (size_t)(H * A)), *traj = malloc(sizeof(float) * (size_t)(H * A));
+    float *traj2 = malloc(sizeof(float) * (size_t)(H * A));
+    uint8_t *enc = malloc((size_t)N);
+    double *tv = malloc(sizeof(double) * (size_t)iters), *tl = malloc(sizeof(double) * (size_t)iters);
+    double *ta = malloc(sizeof(double) * (size_t)iters), *tt = malloc(sizeof(double) * (size_t)iters);
+    if (!pix || !ids || !embeds || !hidden || !bias || !keys || !values || !noise || !traj || !traj2 || !enc || !tv ||
+        !tl || !ta || !tt) {
+        fprintf(stderr, "mact bench: out of memory\n");
+        return 1;
+    }
+    for (int64_t i = 0; i < n_img * P * PD; i++) pix[i] = rnd_unit();
+    for (int64_t i = 0; i < H * A; i++) noise[i] = rnd_unit();
+    int p = 0;
+    ids[p++] = c->eos_id >= 0 ? c->eos_id : 0;  /* BOS (= EOS in these checkpoints) */
+    for (int im = 0; im < n_img; im++) {
+        ids[p++] = c->image_start_id;
+        for (int k = 0; k < K; k++) ids[p++] = c->image_patch_id;
+        ids[p++] = c->image_end_id;
+    }
+    for (int t = 0; p < N; t++) ids[p++] = 100 + (t * 37) % (c->vocab_size > 400 ? 300 : c->vocab_size / 2);
+    const int action_dim = A < 7 ? (int)A : 7;
+
+    printf("mact bench: %s\n  preset %s: %d images, N = %d tokens, H = %d, %d flow steps; precision %s; %d threads; "
+           "isa %s; %d iterations after 1 warm-up\n",
+           model, preset, n_img, N, H, steps, mact_precision_name(prec), threads, mact_isa_name(mact_isa_get()), iters);
+    printf("  cold start: load %.2f s + pack %.2f s = %.2f s (packed %.0f MiB)\n", t_load, t_pack, t_load + t_pack,
+           (double)mact_packed_bytes() / 1048576.0);
+    fflush(stdout);
+
+    /* warm-up through the pipeline entry point */
+    memcpy(traj2, noise, sizeof(float) * (size_t)(H * A));
+    t0 = now_s();
+    if (mact_generate_from_ids(s, pix, n_img, ids, N, traj2, H, action_dim, steps)) {
+        fprintf(stderr, "mact bench: %s\n", mact_session_error(s));
+        return 1;
+    }
+    double t_warm = now_s() - t0;
+    double rss_warm = peak_rss_mib();
+
+    int rc = 0;
+    for (int it = 0; it < iters && !rc; it++) {
+        double a = now_s();
+        rc = mact_vision(s, pix, n_img, embeds);
+        double b = now_s();
+        if (!rc) rc = mact_embed(s, ids, N, embeds, n_img * K, hidden);
+        if (!rc) rc = mact_attention_bias(s, ids, N, bias);
+        if (!rc) rc = mact_llm_layers_ex(s, hidden, bias, N, 0, (int)L, keys, values, 1);
+        double cc = now_s();
+        memcpy(traj, noise, sizeof(float) * (size_t)(H * A));
+        if (!rc) rc = mact_encoder_mask(s, ids, N, enc);
+        if (!rc) rc = mact_action_generate(s, traj, H, action_dim, steps, keys, values, enc, N);
+        double d = now_s();
+        tv[it] = b - a;
+        tl[it] = cc - b;
+        ta[it] = d - cc;
+        tt[it] = d - a;
+    }
+    if (rc) { fprintf(stderr, "mact bench: %s\n", mact_session_error(s)); return 1; }
+    double diff = 0;
+    for (int64_t i = 0; i < H * A; i++) diff = fmax(diff, fabs((double)traj[i] - traj2[i]));
+    double rss = peak_rss_mib();
+
+    /* GEMM peak in this run, same precision and threads: the ViT MLP and the LLM QKV shapes */
+    double g1 = 0, g2 = 0, ipeak = 0;
+    if (pack && mact_isa_get() >= MACT_ISA_AVX512) {
+        g1 = gemm_bench(729, 4304, 1152, prec);
+        g2 = gemm_bench(130, 6144, 2560, prec);
+    }
+    double gpeak = g1 > g2 ? g1 : g2;
+    ipeak = mact_isa_peak_gflops(prec == MACT_PREC_BF16 && mact_isa_get() >= MACT_ISA_AVX512BF16, threads);
+
+    double fv = vision_flops(c, n_img) / 1e9, fl = llm_flops(c, N) / 1e9, fa = action_flops(c, N, H, steps) / 1e9;
+    double mv = median(tv, iters), ml = median(tl, iters), ma = median(ta, iters), mt = median(tt, iters);
+    printf("  GEMM peak (packed GEMM microbenchmark, best of 5): %.0f GFLOP/s (M729 N4304 K1152 %.0f, M130 N6144 K2560 "
+           "%.0f); instruction peak %.0f GFLOP/s\n", gpeak, g1, g2, ipeak);
+    printf("  %-8s %10s %10s %9s %10s %12s\n", "stage", "median ms", "min ms", "GFLOP", "GFLOP/s", "% GEMM peak");
+    const char *names[3] = {"vision", "llm", "action"};
+    double med[3] = {mv, ml, ma}, mins[3] = {min_of(tv, iters), min_of(tl, iters), min_of(ta, iters)}, fl3[3] = {fv, fl, fa};
+    for (int i = 0; i < 3; i++)
+        printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", names[i], med[i] * 1e3, mins[i] * 1e3, fl3[i],
+               fl3[i] / med[i], gpeak > 0 ? 100.0 * fl3[i] / med[i] / gpeak : 0.0);
+    printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
+           (fv + fl + fa) / mt, gpeak > 0 ? 100.0 * (fv + fl + fa) / mt / gpeak : 0.0);
+    double sb = action_step_bytes(m, pack ? prec : MACT_PREC_FP32);
+    printf("  llm prefill: %.1f tokens/s; action: %.1f ms per flow step incl. context, %.0f MiB of weights per step "
+           "-> %.1f GB/s\n", N / ml, ma * 1e3 / steps, sb / 1048576.0, sb * steps / ma / 1e9);
+    printf("  peak RSS %.0f MiB (after warm-up %.0f MiB); warm-up %.2f s; staged vs pipeline max |diff| %.3g\n", rss,
+           rss_warm, t_warm, diff);
+    mact_session_free(s);
+    mact_kernels_release(m);
+    mact_model_free(m);
+    free(pix); free(ids); free(embeds); free(hidden); free(bias); free(keys); free(values); free(noise); free(traj);
+    free(traj2); free(enc); free(tv); free(tl); free(ta); free(tt);
+    return diff == 0 ? 0 : 1;
+}
