@@ -130,9 +130,8 @@ void mact_session_free(mact_session *s)
 void mact_session_enter(struct mact_session *s)
 {
     s->err[0] = 0;
-    /* the kernels' precision is process-wide: each call runs in its model's precision (sessions of models
-     * with different precisions must not run concurrently) */
-    mact_set_precision(s->m->precision == MACT_PRECISION_BF16 ? MACT_PREC_BF16 : MACT_PREC_FP32);
+    /* per calling thread: sessions of models in different precisions may run concurrently */
+    mact_set_thread_precision(s->m->precision == MACT_PRECISION_BF16 ? MACT_PREC_BF16 : MACT_PREC_FP32);
 #ifdef _OPENMP
     omp_set_num_threads(s->n_threads);
 #endif

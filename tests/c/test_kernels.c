@@ -592,7 +592,7 @@ static void check_prepare(void)
     if (mact_model_load(dir, NULL, &m, err, sizeof err)) { TH_CHECK("prepare: load bf16", 0, "%s", err); return; }
     rc |= run_pipeline(m, pix, ids, N, noise, t2);
     mact_model_free(m);
-    mact_set_precision(MACT_PREC_FP32);  /* sessions set the process-wide precision to their model's */
+    mact_set_thread_precision(-1);  /* sessions set this thread's precision to their model's */
     double ma1, c1 = cosine(t0, t1, HA, &ma1), ma2, c2 = cosine(t0, t2, HA, &ma2);
     printf("INFO prepare (%s): fp32 packed (%zu KiB) vs unpacked actions cosine %.9f max abs %.3g; bf16 vs fp32 "
            "cosine %.6f max abs %.3g\n", dir, packed >> 10, c1, ma1, c2, ma2);
