@@ -618,14 +618,7 @@ TF static float softmax_row(float *s, int64_t nk, int64_t nkp, float scale, cons
     return (float)(1.0 / (double)_mm512_reduce_add_ps(sum));
 }
 
-typedef struct {
-    float *out, *scratch;
-    const float *q, *k, *v, *bias;
-    const uint8_t *key_ok;
-    int64_t out_ld, q_ld, kv_ld, nq, nk;
-    int n_heads, n_kv, hd;
-    float scale;
-} att_job;
+typedef mact_att_job att_job;
 
 /* one head: K transposed once, then blocks of 8 query rows */
 TF static void attention_head_task(void *arg, int64_t hh, int t)

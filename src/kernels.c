@@ -480,14 +480,7 @@ int64_t mact_attention_scratch(int64_t nk)
     return (128 + 16) * nkp + 1024;
 }
 
-typedef struct {
-    float *out, *scratch;
-    const float *q, *k, *v, *bias;
-    const uint8_t *key_ok;
-    int64_t out_ld, q_ld, kv_ld, nq, nk;
-    int n_heads, n_kv, hd;
-    float scale;
-} att_job;
+typedef mact_att_job att_job;
 
 /* one (head, query row) */
 static void attention_scalar_task(void *arg, int64_t t, int tid)

@@ -117,6 +117,15 @@ void mact_attention(float *out, int64_t out_ld, const float *q, int64_t q_ld, co
                     int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
                     const float *bias, const uint8_t *key_ok, float *scratch);
 int64_t mact_attention_scratch(int64_t nk);
+/* One attention call as the thread pool's jobs see it (shared by the scalar and AVX-512 paths). */
+typedef struct {
+    float *out, *scratch;
+    const float *q, *k, *v, *bias;
+    const uint8_t *key_ok;
+    int64_t out_ld, q_ld, kv_ld, nq, nk;
+    int n_heads, n_kv, hd;
+    float scale;
+} mact_att_job;
 
 /* NeoX rotate-half RoPE on x [n, ld] heads of hd at head*hd, position p of row = pos[row]. */
 void mact_rope(float *x, int64_t ld, int64_t n, int n_heads, int hd, const float *cos_t, const float *sin_t);
