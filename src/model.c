@@ -479,7 +479,7 @@ static int resolve_vit_depth(struct mact_model *m, ctable *ct, char *err, size_t
     return 0;
 }
 
-static int read_file(const char *path, char **out, size_t *len)
+int mact_read_file(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
@@ -503,7 +503,7 @@ static void load_optional(struct mact_model *m)
     snprintf(path, sizeof path, "%s/tokenizer.json", m->dir);
     if (mact_tokenizer_load(path, &m->tok, m->tok_err, sizeof m->tok_err)) m->tok = NULL;
     snprintf(path, sizeof path, "%s/norm_stats.json", m->dir);
-    if (read_file(path, &txt, NULL)) snprintf(m->ns_err, sizeof m->ns_err, "cannot read %.400s", path);
+    if (mact_read_file(path, &txt, NULL)) snprintf(m->ns_err, sizeof m->ns_err, "cannot read %.400s", path);
     else {
         m->ns = calloc(1, sizeof *m->ns);
         if (!m->ns || mact_norm_stats_parse(txt, m->ns, m->ns_err, sizeof m->ns_err)) { free(m->ns); m->ns = NULL; }
@@ -511,7 +511,7 @@ static void load_optional(struct mact_model *m)
     }
     /* LeRobot's SO-101 preprocessor may carry MolmoAct2StateFrameTransformStep (spec 4.3). */
     snprintf(path, sizeof path, "%s/policy_preprocessor.json", m->dir);
-    if (!read_file(path, &txt, NULL)) {
+    if (!mact_read_file(path, &txt, NULL)) {
         if (strstr(txt, "StateFrameTransform") || strstr(txt, "state_frame_transform")) {
             static const float sg[6] = {1, -1, 1, 1, 1, 1}, off[6] = {0, 90, 90, 0, 0, 0};
             m->frame_transform = 1;
@@ -532,7 +532,7 @@ int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **
     char path[4200], *txt = NULL;
     int rc;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (read_file(path, &txt, NULL)) {
+    if (mact_read_file(path, &txt, NULL)) {
         rc = mact_errf(err, errlen, MACT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
         goto fail;
     }

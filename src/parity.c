@@ -271,26 +271,11 @@ done:
     mact_npz_free(&z);
 }
 
-static int read_text(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); fclose(f); return -1; }
-    b[n] = 0;
-    fclose(f);
-    *out = b;
-    return 0;
-}
-
 int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity_options *o, FILE *out)
 {
     char path[4200], err[1024], *txt = NULL;
     snprintf(path, sizeof path, "%s/trace.json", golden_dir);
-    if (read_text(path, &txt)) { fprintf(out, "error: cannot read %s\n", path); return MACT_ERR_IO; }
+    if (mact_read_file(path, &txt, NULL)) { fprintf(out, "error: cannot read %s\n", path); return MACT_ERR_IO; }
     cJSON *tr = cJSON_Parse(txt);
     free(txt);
     if (!tr) { fprintf(out, "error: %s is not valid JSON\n", path); return MACT_ERR_FORMAT; }

@@ -9,12 +9,6 @@
 #include "session.h"
 #include "tokenizer.h"
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 /* xoshiro256** seeded by splitmix64; Gaussian by Box-Muller. */
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -54,7 +48,7 @@ int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const 
     mact_predict_options o = {0};
     if (opt) o = *opt;
     mact_timings t = {0};
-    double t0 = now_ms();
+    double t0 = mact_now_ms();
     char err[768];
     if (!m->tok) return mact_session_fail(s, MACT_ERR_IO, "predict needs tokenizer.json: %s", m->tok_err);
     if (!m->ns) return mact_session_fail(s, MACT_ERR_IO, "predict needs norm_stats.json: %s", m->ns_err);
@@ -156,21 +150,11 @@ int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const 
         }
     }
     memcpy(s->traj, s->noise, (size_t)H * A * sizeof(float));
-    t.preprocess_ms = now_ms() - t0;
+    t.preprocess_ms = mact_now_ms() - t0;
 
-    int rc;
-    double t1 = now_ms();
-    if ((rc = mact_vision(s, s->pv, n_frames, s->p_embeds))) return rc;
-    double t2 = now_ms();
-    if ((rc = mact_embed(s, ids, n, s->p_embeds, n_frames * K, s->p_hidden)) ||
-        (rc = mact_attention_bias(s, ids, n, s->p_bias)) ||
-        (rc = mact_llm_layers_ex(s, s->p_hidden, s->p_bias, n, 0, c->n_layers, s->p_keys, s->p_values, 1)))
-        return rc;
-    double t3 = now_ms();
-    uint8_t *enc = (uint8_t *)s->p_bias;
-    if ((rc = mact_encoder_mask(s, ids, n, enc))) return rc;
-    if ((rc = mact_action_generate(s, s->traj, H, adim, steps, s->p_keys, s->p_values, enc, n))) return rc;
-    double t4 = now_ms();
+    double stage[3];
+    int rc = mact_pipeline_run(s, s->pv, n_frames, ids, n, s->traj, H, adim, steps, stage);
+    if (rc) return rc;
     mact_unnorm_actions(m->ns, &tag->action, s->traj, steps_out, A, actions);
     if (m->frame_transform && adim == m->frame_dim)
         for (int r = 0; r < steps_out; r++)
@@ -179,10 +163,10 @@ int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const 
     s->last_images = n_frames;
     s->last_tokens = n;
     s->last_h = H;
-    t.vision_ms = t2 - t1;
-    t.llm_ms = t3 - t2;
-    t.action_ms = t4 - t3;
-    t.total_ms = now_ms() - t0;
+    t.vision_ms = stage[0];
+    t.llm_ms = stage[1];
+    t.action_ms = stage[2];
+    t.total_ms = mact_now_ms() - t0;
     t.n_tokens = n;
     t.horizon = H;
     if (n_steps) *n_steps = steps_out;

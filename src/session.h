@@ -43,6 +43,10 @@ struct mact_session {
 void mact_session_enter(struct mact_session *s);
 int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys,
                        float *values, int kv_only_last);
+/* pipeline.c: the whole path on preprocessed inputs; stage_ms (may be NULL) gets vision / llm / action ms */
+int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
+                      float *traj, int h, int action_dim, int num_steps, double stage_ms[3]);
+double mact_now_ms(void);
 int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const char *what);
 
 #endif
