@@ -6,12 +6,17 @@
  * four zmm registers, the operand order of vdpbf16ps. Rows past N and the k past an odd K are zero.
  * The fp32 kernels widen the same bytes exactly (bf16 -> fp32 is a shift), so one copy of a BF16 weight
  * serves both precisions. F32 weights get fp32 panels (64 columns per k row) for FP32 mode and rounded
- * bf16 panels for BF16 mode; F16 weights only the latter. An entry holds up to one panel set per format.
+ * bf16 panels for BF16 mode; F16 weights only the latter. In INT8 mode the LLM's and the action expert's
+ * weights (any stored dtype) are quantized to int8 per output channel (symmetric: scale = max|W[n, :]| / 127)
+ * into panels of k quads (64 columns x 4 bytes per row: vpdpbusd's operand order), followed by the
+ * per-column scales and sums of the int8 values; the vision stack keeps its BF16 mode packs. An entry holds
+ * up to one panel set per format.
  *
  * The table is process-wide, guarded by a rwlock; entries record their owner (the model) and a
  * fingerprint (the first and last 64 bytes of the source), checked on every lookup, so a freed model's
  * entries can never be mistaken for a new model's weights that happen to reuse an address. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +36,9 @@ typedef struct {
     size_t src_bytes;
     uint8_t fp[2 * FP_BYTES];
     int fp_len;
-    mact_packed pk[2];    /* [MACT_PACK_BF16], [MACT_PACK_F32]; data NULL when absent */
-    size_t alloc_bytes[2];
-    struct region *rg[2]; /* the arena a pack was carved from, or NULL (own allocation) */
+    mact_packed pk[MACT_PACK_NFMT]; /* indexed by MACT_PACK_*; data NULL when absent */
+    size_t alloc_bytes[MACT_PACK_NFMT];
+    struct region *rg[MACT_PACK_NFMT]; /* the arena a pack was carved from, or NULL (own allocation) */
 } entry;
 
 /* One allocation for all the packs of a mact_kernels_prepare call: a 2 MiB-aligned anonymous mapping
@@ -114,7 +119,7 @@ static void region_unref(region *rg);
 
 static void entry_free(entry *e)
 {
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < MACT_PACK_NFMT; f++) {
         if (e->rg[f]) region_unref(e->rg[f]);
         else pack_free((void *)e->pk[f].data, e->alloc_bytes[f]);
         g_bytes -= e->alloc_bytes[f];
@@ -132,7 +137,9 @@ const mact_packed *mact_packed_find(const void *w, int dtype, int64_t N, int64_t
     if (e && e->dtype == dtype && e->N == N && e->K == K && fp_matches(e)) {
         const mact_packed *b = e->pk[MACT_PACK_BF16].data ? &e->pk[MACT_PACK_BF16] : NULL;
         const mact_packed *f = e->pk[MACT_PACK_F32].data ? &e->pk[MACT_PACK_F32] : NULL;
-        if (precision == MACT_PREC_BF16) r = b ? b : f;  /* an fp32 pack computes BF16 mode in fp32 */
+        const mact_packed *q = e->pk[MACT_PACK_I8].data ? &e->pk[MACT_PACK_I8] : NULL;
+        if (precision == MACT_PREC_INT8) r = q ? q : b ? b : f;  /* weights left out of int8 run as in BF16 */
+        else if (precision == MACT_PREC_BF16) r = b ? b : f;  /* an fp32 pack computes BF16 mode in fp32 */
         else r = b && b->exact ? b : f;
     }
     pthread_rwlock_unlock(&g_lock);
@@ -204,6 +211,54 @@ static void pack_into(uint16_t *dst, const void *w, int dtype, int64_t N, int64_
                     col[full * 2 * MACT_PANEL + 1] = 0;
                 }
             }
+        }
+    }
+}
+
+static inline float src_f32(const void *w, int dtype, int64_t i)
+{
+    float f;
+    if (dtype == MACT_F32) memcpy(&f, (const uint8_t *)w + 4 * i, 4);
+    else {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)w + 2 * i, 2);
+        if (dtype == MACT_BF16) {
+            uint32_t u = (uint32_t)h << 16;
+            memcpy(&f, &u, 4);
+        } else
+            mact_dtype_to_f32(MACT_F16, &h, 1, &f);
+    }
+    return f;
+}
+
+/* int8 panels: a panel (64 x K bytes, L2-resident) is filled one source row at a time */
+static void pack_into_i8(int8_t *dst, float *scale, int32_t *colsum, const void *w, int dtype, int64_t N, int64_t K,
+                         int64_t Kq, int64_t npanel)
+{
+#pragma omp parallel for schedule(dynamic, 1) if (N * K > (1 << 18))
+    for (int64_t p = 0; p < npanel; p++) {
+        int8_t *pd = dst + p * Kq * 256;
+        for (int c = 0; c < MACT_PANEL; c++) {
+            const int64_t n = p * MACT_PANEL + c;
+            float amax = 0.f;
+            if (n < N)
+                for (int64_t k = 0; k < K; k++) {
+                    float a = fabsf(src_f32(w, dtype, n * K + k));
+                    amax = a > amax ? a : amax;
+                }
+            const float inv = amax > 0.f ? 127.f / amax : 0.f;
+            int32_t sum = 0;
+            for (int64_t k = 0; k < 4 * Kq; k++) {
+                int8_t q = 0;
+                if (n < N && k < K) {
+                    float r = nearbyintf(src_f32(w, dtype, n * K + k) * inv);
+                    q = (int8_t)(r > 127.f ? 127 : r < -127.f ? -127 : r);
+                }
+                pd[(k / 4) * 256 + 4 * c + (k % 4)] = q;
+                sum += q;
+            }
+            scale[n] = amax / 127.f;
+            colsum[n] = sum;
         }
     }
 }
@@ -354,9 +409,16 @@ static int pack_plan(const void *w, int dtype, int64_t N, int64_t K, int precisi
 {
     if (!w || N <= 0 || K <= 0) return 0;
     if (dtype != MACT_BF16 && dtype != MACT_F32 && dtype != MACT_F16) return 0;
-    if (dtype == MACT_F16 && precision != MACT_PREC_BF16) return 0;  /* fp32 mode reads F16 weights as stored */
+    if (dtype == MACT_F16 && precision == MACT_PREC_FP32) return 0;  /* fp32 mode reads F16 weights as stored */
+    const int64_t np = (N + MACT_PANEL - 1) / MACT_PANEL;
+    if (precision == MACT_PREC_INT8) {
+        *fmt = MACT_PACK_I8;
+        /* panels of 256-byte quad rows, then scale and colsum, 64 per panel each */
+        *bytes = (size_t)np * (size_t)((K + 3) / 4) * 256 + (size_t)np * MACT_PANEL * 8;
+        return 1;
+    }
     *fmt = dtype == MACT_F32 && precision == MACT_PREC_FP32 ? MACT_PACK_F32 : MACT_PACK_BF16;
-    const int64_t Kp = *fmt == MACT_PACK_F32 ? K : (K + 1) / 2, np = (N + MACT_PANEL - 1) / MACT_PANEL;
+    const int64_t Kp = *fmt == MACT_PACK_F32 ? K : (K + 1) / 2;
     *bytes = (size_t)np * (size_t)Kp * MACT_PANEL * 4;  /* a row is 64 fp32 or 64 bf16 pairs */
     return 1;
 }
@@ -379,16 +441,25 @@ static int pack_one(const void *owner, const void *w, int dtype, int64_t N, int6
     if (!pack_plan(w, dtype, N, K, precision, &fmt, &bytes)) return 1;
     size_t esz = dtype == MACT_F32 ? 4 : 2, src_bytes = (size_t)N * (size_t)K * esz;
     if (have_pack(w, dtype, N, K, fmt)) return 0;
-    const int64_t Kp = fmt == MACT_PACK_F32 ? K : (K + 1) / 2, np = (N + MACT_PANEL - 1) / MACT_PANEL;
+    const int64_t Kp = fmt == MACT_PACK_F32 ? K : fmt == MACT_PACK_I8 ? (K + 3) / 4 : (K + 1) / 2;
+    const int64_t np = (N + MACT_PANEL - 1) / MACT_PANEL;
     void *buf = region_take(rg, bytes);
     region *from = buf ? rg : NULL;
     if (!buf) buf = pack_alloc(bytes);
     if (!buf) return MACT_ERR_NOMEM;
     populate_source(w, src_bytes);
+    float *scale = NULL;
+    int32_t *colsum = NULL;
+    if (fmt == MACT_PACK_I8) {
+        scale = (float *)((uint8_t *)buf + (size_t)np * (size_t)Kp * 256);
+        colsum = (int32_t *)(scale + np * MACT_PANEL);
+    }
     if (fmt == MACT_PACK_F32) pack_into_f32(buf, w, N, K, np);
+    else if (fmt == MACT_PACK_I8) pack_into_i8(buf, scale, colsum, w, dtype, N, K, Kp, np);
     else pack_into(buf, w, dtype, N, K, Kp, np);
     mact_packed pk = {.N = N, .K = K, .Kp = Kp, .npanel = np, .fmt = fmt,
-                      .exact = dtype == MACT_BF16 || fmt == MACT_PACK_F32, .data = buf};
+                      .exact = fmt != MACT_PACK_I8 && (dtype == MACT_BF16 || fmt == MACT_PACK_F32), .data = buf,
+                      .scale = scale, .colsum = colsum};
     pthread_rwlock_wrlock(&g_lock);
     entry *e = tab_find(w);
     if (e && !(e->dtype == dtype && e->N == N && e->K == K && fp_matches(e))) {
@@ -454,11 +525,12 @@ size_t mact_packed_bytes(void)
     return b;
 }
 
-/* Calls f(m, tensor, ctx) for every 2-D weight mact_matmul reads. */
-static void for_each_weight(struct mact_model *m, void (*f)(const mact_tensor *, void *), void *ctx)
+/* Calls f(tensor, ctx, lm) for every 2-D weight mact_matmul reads; lm = 1 for the LLM's and the action
+ * expert's (the weights INT8 mode quantizes), 0 for the vision stack's. */
+static void for_each_weight(struct mact_model *m, void (*f)(const mact_tensor *, void *, int), void *ctx)
 {
     const mact_config *c = &m->cfg;
-#define PK(t) f((t), ctx)
+#define PK(t) f((t), ctx, 0)
     const mact_vision_weights *v = &m->vis;
     PK(&v->patch_w);
     for (int j = 0; v->blocks && j < c->vit_layers; j++) {
@@ -468,6 +540,8 @@ static void for_each_weight(struct mact_model *m, void (*f)(const mact_tensor *,
     PK(&v->pool_wq); PK(&v->pool_wk); PK(&v->pool_wv); PK(&v->pool_wo);
     PK(&v->proj_w1); PK(&v->proj_w3); PK(&v->proj_w2);
     PK(&v->scout0_w); PK(&v->scout2_w); PK(&v->coord2_w);
+#undef PK
+#define PK(t) f((t), ctx, 1)
     for (int l = 0; m->llm.blocks && l < c->n_layers; l++) {
         const mact_llm_block *b = &m->llm.blocks[l];
         PK(&b->att_proj); PK(&b->attn_out); PK(&b->ff_proj); PK(&b->ff_out);
@@ -491,21 +565,29 @@ typedef struct {
     region *rg;
 } prep_ctx;
 
-static void count_one(const mact_tensor *t, void *arg)
+/* the precision a weight is packed for: INT8 mode quantizes only the LLM and the action expert */
+static int weight_precision(int precision, int lm)
+{
+    return precision == MACT_PREC_INT8 && !lm ? MACT_PREC_BF16 : precision;
+}
+
+static void count_one(const mact_tensor *t, void *arg, int lm)
 {
     prep_ctx *p = arg;
     int fmt;
     size_t bytes;
     if (!t->data || t->ndim != 2) return;
-    if (!pack_plan(t->data, t->dtype, t->shape[0], t->shape[1], p->precision, &fmt, &bytes)) return;
+    if (!pack_plan(t->data, t->dtype, t->shape[0], t->shape[1], weight_precision(p->precision, lm), &fmt, &bytes))
+        return;
     if (!have_pack(t->data, t->dtype, t->shape[0], t->shape[1], fmt)) p->total += (bytes + 63) & ~(size_t)63;
 }
 
-static void prep_one(const mact_tensor *t, void *arg)
+static void prep_one(const mact_tensor *t, void *arg, int lm)
 {
     prep_ctx *p = arg;
     if (p->rc || !t->data || t->ndim != 2) return;
-    int r = pack_one(p->m, t->data, t->dtype, t->shape[0], t->shape[1], p->precision, p->rs, p->rg);
+    int r = pack_one(p->m, t->data, t->dtype, t->shape[0], t->shape[1], weight_precision(p->precision, lm), p->rs,
+                     p->rg);
     if (r < 0) p->rc = r;
 }
 

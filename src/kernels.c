@@ -57,16 +57,31 @@ const char *mact_isa_name(int isa)
 
 static __thread int t_prec = -1;  /* per calling thread; -1: the process-wide setting */
 
-void mact_set_precision(int prec) { g_prec = prec == MACT_PREC_BF16 ? MACT_PREC_BF16 : MACT_PREC_FP32; }
-void mact_set_thread_precision(int prec) { t_prec = prec < 0 ? -1 : prec == MACT_PREC_BF16 ? MACT_PREC_BF16 : MACT_PREC_FP32; }
+static int prec_valid(int prec) { return prec == MACT_PREC_BF16 || prec == MACT_PREC_INT8 ? prec : MACT_PREC_FP32; }
+void mact_set_precision(int prec) { g_prec = prec_valid(prec); }
+void mact_set_thread_precision(int prec) { t_prec = prec < 0 ? -1 : prec_valid(prec); }
 int mact_get_precision(void) { return t_prec >= 0 ? t_prec : g_prec; }
-const char *mact_precision_name(int prec) { return prec == MACT_PREC_BF16 ? "bf16" : "fp32"; }
+const char *mact_precision_name(int prec)
+{
+    return prec == MACT_PREC_BF16 ? "bf16" : prec == MACT_PREC_INT8 ? "int8" : "fp32";
+}
 int mact_precision_from_name(const char *name)
 {
     if (!name) return -1;
     if (!strcmp(name, "fp32")) return MACT_PREC_FP32;
     if (!strcmp(name, "bf16")) return MACT_PREC_BF16;
+    if (!strcmp(name, "int8")) return MACT_PREC_INT8;
     return -1;
+}
+
+int mact_has_vnni(void)
+{
+    static _Atomic int v = -1;
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+    }
+    return v;
 }
 
 int mact_threads(void)
@@ -313,11 +328,19 @@ void mact_matmul_raw_epi(float *y, int64_t ldy, const float *x, int64_t ldx, con
     if (M <= 0 || N <= 0) return;
     int isa = mact_isa_get();
     if (isa >= MACT_ISA_AVX512 && K > 0) {
-        /* BF16 arithmetic only where the dot-product instruction exists; FP32 otherwise */
-        int prec = mact_get_precision() == MACT_PREC_BF16 && isa >= MACT_ISA_AVX512BF16 ? MACT_PREC_BF16 : MACT_PREC_FP32;
-        const mact_packed *pk = mact_packed_find(w, dt, N, K, prec);
+        /* BF16 arithmetic only where the dot-product instruction exists; FP32 otherwise. INT8 mode finds the
+         * int8 pack where there is one (mact_gemm_i8 falls back to its plain-C kernel without VNNI) and
+         * runs every other weight as BF16 mode does. */
+        const int want = mact_get_precision();
+        const int bf = want != MACT_PREC_FP32 && isa >= MACT_ISA_AVX512BF16;
+        const mact_packed *pk = mact_packed_find(w, dt, N, K, want == MACT_PREC_INT8 ? MACT_PREC_INT8
+                                                          : bf ? MACT_PREC_BF16 : MACT_PREC_FP32);
+        if (pk && pk->fmt == MACT_PACK_I8) {
+            mact_gemm_i8(y, ldy, x, ldx, pk, bias, M, epi);
+            return;
+        }
         if (pk) {
-            mact_gemm_packed(y, ldy, x, ldx, pk, bias, M, epi, prec == MACT_PREC_BF16);
+            mact_gemm_packed(y, ldy, x, ldx, pk, bias, M, epi, bf);
             return;
         }
     }
@@ -526,7 +549,7 @@ void mact_attention(float *out, int64_t out_ld, const float *q, int64_t q_ld, co
     /* the blocked path pays off from a few query rows and keys on; tiny problems (pooling windows) stay
      * on the plain loop */
     const int isa = mact_isa_get();
-    if (isa >= MACT_ISA_AVX512BF16 && mact_get_precision() == MACT_PREC_BF16 && hd <= 128 && hd >= 2 && !(hd & 1) &&
+    if (isa >= MACT_ISA_AVX512BF16 && mact_get_precision() != MACT_PREC_FP32 && hd <= 128 && hd >= 2 && !(hd & 1) &&
         nk >= 8 && nq * nk >= 64) {
         mact_attention_bf16(out, out_ld, q, q_ld, k, v, kv_ld, nq, nk, n_heads, n_kv, hd, scale, bias, key_ok, scratch);
         return;

@@ -31,12 +31,23 @@ const char *mact_isa_name(int isa);
 /* Precision of the weight GEMMs and attention: process-wide (default FP32), optionally overridden for the
  * calling thread (e.g. by mact_session_enter from a session field; -1 restores the process-wide value).
  * Every kernel reads it in the calling thread, before handing work to the pool. */
-enum { MACT_PREC_FP32 = 0, MACT_PREC_BF16 = 1 };
+enum { MACT_PREC_FP32 = 0, MACT_PREC_BF16 = 1, MACT_PREC_INT8 = 2 };
 void mact_set_precision(int prec);
 void mact_set_thread_precision(int prec);
 int mact_get_precision(void);
 const char *mact_precision_name(int prec);
-int mact_precision_from_name(const char *name);  /* "fp32" / "bf16"; -1 when unknown */
+int mact_precision_from_name(const char *name);  /* "fp32" / "bf16" / "int8"; -1 when unknown */
+/* the kernel precision of a public MACT_PRECISION_* (DEFAULT = BF16) */
+static inline int mact_prec_of(int precision)
+{
+    return precision == MACT_PRECISION_FP32 ? MACT_PREC_FP32 : precision == MACT_PRECISION_INT8 ? MACT_PREC_INT8
+                                                                                                 : MACT_PREC_BF16;
+}
+/* INT8 is BF16 plus int8 weights wherever an int8 pack exists (the LLM and the action expert: see
+ * mact_kernels_prepare): those GEMMs quantize each activation row to u8 (asymmetric, per row) and multiply
+ * with the weight's int8 values (symmetric, per output channel) in int32 (AVX512-VNNI vpdpbusd, or the
+ * plain-C kernel computing the same integers). 1 when the CPU has AVX512-VNNI. */
+int mact_has_vnni(void);
 
 /* Fused epilogues of the weight GEMMs: y = x W^T + bias, then */
 enum {
@@ -137,25 +148,43 @@ int mact_threads(void);
 /* Instruction-level peak of this machine in GFLOP/s over `threads` threads: independent chains of
  * vdpbf16ps (use_bf16) or fp32 FMA on zmm registers, best of 3 runs of ~0.1 s. 0 when the ISA lacks them. */
 double mact_isa_peak_gflops(int use_bf16, int threads);
+/* Same for AVX512-VNNI vpdpbusd in int8 GOP/s (2 per u8 x s8 multiply-add); 0 without VNNI. */
+double mact_vnni_peak_gops(int threads);
 
 /* ---- internal: shared by kernels.c and src/gemm_*.c ---- */
 #define MACT_PANEL 64  /* output columns per packed panel */
-enum { MACT_PACK_BF16 = 0, MACT_PACK_F32 = 1 };
+enum { MACT_PACK_BF16 = 0, MACT_PACK_F32 = 1, MACT_PACK_I8 = 2, MACT_PACK_NFMT = 3 };
 typedef struct {
     int64_t N, K;
-    int64_t Kp;           /* k rows per panel: ceil(K / 2) bf16 pairs (MACT_PACK_BF16), K (MACT_PACK_F32) */
+    int64_t Kp;           /* k rows per panel: ceil(K / 2) bf16 pairs (MACT_PACK_BF16), K (MACT_PACK_F32),
+                           * ceil(K / 4) int8 quads (MACT_PACK_I8) */
     int64_t npanel;       /* ceil(N / MACT_PANEL) */
     int fmt;              /* MACT_PACK_* */
     int exact;            /* 1: the packed values equal the source (BF16 source, or F32 in MACT_PACK_F32) */
     const void *data;     /* 64-byte aligned; panel p at p * Kp * 64 elements of the format's row:
                            * MACT_PACK_BF16: row kp = 64 columns x (W[n, 2kp], W[n, 2kp + 1]) as bf16 (256 B);
-                           * MACT_PACK_F32:  row k = 64 columns of W[n, k] as fp32 (256 B) */
+                           * MACT_PACK_F32:  row k = 64 columns of W[n, k] as fp32 (256 B);
+                           * MACT_PACK_I8:   row kq = 64 columns x W8[n, 4kq .. 4kq + 3] as int8 (256 B),
+                           *                 W[n, k] ~ scale[n] * W8[n, k] */
+    const float *scale;   /* MACT_PACK_I8: [npanel * 64] per-output-channel scale (0 past N) */
+    const int32_t *colsum;/* MACT_PACK_I8: [npanel * 64] sum over k of W8[n, k] (the zero-point correction) */
 } mact_packed;
 /* The packed copy of w for this precision, or NULL. */
 const mact_packed *mact_packed_find(const void *w, int dtype, int64_t N, int64_t K, int precision);
 /* gemm_avx512.c */
 void mact_gemm_packed(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk, const float *bias,
                       int64_t M, int epi, int use_bf16);
+/* gemm_int8.c: y = x W^T on an MACT_PACK_I8 weight (x quantized per row to u8 inside); the plain-C kernel
+ * computes the same int32 sums and the same fp32 rescale (tests compare the two) */
+void mact_gemm_i8(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk, const float *bias,
+                  int64_t M, int epi);
+void mact_gemm_i8_scalar(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk,
+                         const float *bias, int64_t M, int epi);
+/* Row quantization the int8 GEMMs use: q[k] = clamp(round(x[k] / s) + z, 0, 255) with s = (max - min) / 255
+ * over the row and 0 (min <= 0 <= max), z = round(-min / s); x ~ s (q - z). Quads of q written to A[Kq]
+ * (zero past K). Scalar and AVX-512 versions produce identical bytes. */
+void mact_quant_row_u8(uint32_t *A, int64_t Kq, const float *x, int64_t K, float *s, int32_t *z);
+void mact_quant_row_u8_avx512(uint32_t *A, int64_t Kq, const float *x, int64_t K, float *s, int32_t *z);
 void mact_attention_avx512(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k, const float *v,
                            int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
                            const float *bias, const uint8_t *key_ok, float *scratch);

@@ -577,14 +577,14 @@ int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **
     }
     load_optional(m);
     m->precision = opt && opt->precision ? opt->precision : MACT_PRECISION_BF16;
-    if (m->precision != MACT_PRECISION_FP32 && m->precision != MACT_PRECISION_BF16) {
+    if (m->precision != MACT_PRECISION_FP32 && m->precision != MACT_PRECISION_BF16 &&
+        m->precision != MACT_PRECISION_INT8) {
         rc = mact_errf(err, errlen, MACT_ERR_INPUT, "unknown precision %d", m->precision);
         goto fail;
     }
     if (!(opt && opt->no_pack)) {
         /* weights repacked once into the matmul's panel layout for this precision (src/gemm_pack.c) */
-        if ((rc = mact_kernels_prepare(m, m->precision == MACT_PRECISION_BF16 ? MACT_PREC_BF16 : MACT_PREC_FP32, err,
-                                       errlen)))
+        if ((rc = mact_kernels_prepare(m, mact_prec_of(m->precision), err, errlen)))
             goto fail;
         m->packed = 1;
     }
@@ -605,6 +605,21 @@ void mact_model_free(mact_model *m)
     mact_tokenizer_free(m->tok);
     free(m->ns);
     free(m);
+}
+
+int mact_precision_parse(const char *name)
+{
+    if (!name) return -1;
+    if (!strcmp(name, "fp32")) return MACT_PRECISION_FP32;
+    if (!strcmp(name, "bf16")) return MACT_PRECISION_BF16;
+    if (!strcmp(name, "int8")) return MACT_PRECISION_INT8;
+    return -1;
+}
+
+const char *mact_precision_str(int p)
+{
+    return p == MACT_PRECISION_DEFAULT ? "default" : p == MACT_PRECISION_FP32 ? "fp32" : p == MACT_PRECISION_BF16 ? "bf16"
+           : p == MACT_PRECISION_INT8 ? "int8" : "?";
 }
 
 void mact_model_get_info(const mact_model *m, mact_model_info *i)

@@ -301,7 +301,7 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
     }
     if (!num_steps) num_steps = m->cfg.flow_steps;
     report rp = {.out = out, .o = o};
-    fprintf(out, "precision: %s\n", lo.precision == MACT_PRECISION_BF16 ? "bf16" : "fp32");
+    fprintf(out, "precision: %s\n", mact_precision_str(lo.precision));
     fprintf(out, "%-16s %-16s %12s %12s %12s %-6s %s\n", "context", "output", "cosine", "max_abs_err", "max|ref|",
             "in_tol", "result");
     run_vision(&rp, s, golden_dir);

@@ -131,7 +131,7 @@ void mact_session_enter(struct mact_session *s)
 {
     s->err[0] = 0;
     /* per calling thread: sessions of models in different precisions may run concurrently */
-    mact_set_thread_precision(s->m->precision == MACT_PRECISION_BF16 ? MACT_PREC_BF16 : MACT_PREC_FP32);
+    mact_set_thread_precision(mact_prec_of(s->m->precision));
 #ifdef _OPENMP
     omp_set_num_threads(s->n_threads);
 #endif

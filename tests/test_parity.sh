@@ -49,16 +49,28 @@ run_case tiny_so101_steps  "tiny --norm-tag so101"                "--n-images 2 
 CRAFT=craft_sampler run_case tiny_sampler_edges "tiny"            "--n-images 3 --seq-len 70"
 # massive activations (hidden magnitudes ~4e3): same gates; the relative max-abs bound holds too (docs/parity.md)
 run_case tiny_massive      "tiny --massive"                       "--n-images 2"
+# the reduced precisions against an existing case's fp32 golden files: name, precision, actions max abs
+run_mode() {
+    local name=$1 prec=$2 act=$3 log="$T/$1_$2.parity.log"
+    "$MACT" parity "$T/g_$name" --model "$T/ck_$name" --precision "$prec" --cos-min 0.999 --tol-informational \
+        --abs-tol "$act" >"$log" 2>&1
+    awk -v n="${name}_$prec" '($NF == "PASS" || $NF == "FAIL") && NF >= 7 {
+        printf "%s parity_%s/%s/%s cosine=%s max_abs=%s max_ref=%s in_tol=%s\n", $NF, n, $1, $2, $3, $4, $5, $6 }
+        /could not run/ { print "FAIL parity_" n "/" $1 ": " $0 }' "$log"
+    grep -qE ' (PASS|FAIL)$' "$log" || { echo "FAIL parity_${name}_$prec: no rows"; tail -3 "$log"; }
+}
+# int8 with massive activations (residual stream ~5e3; the GEMM inputs after RMSNorm are quantized per row):
+# cosine >= 0.999 (observed >= 0.9998), actions max abs <= 0.15 (observed ~0.06)
+run_mode tiny_massive int8 0.15
 if [ "${MACT_PARITY_WIDE:-1}" != 0 ]; then
     # the real widths (1152 / 2560 / 768, real head counts): LIBERO LP-VTP-SD and SO101 settings
     run_case wide_libero   "wide"                                 "--n-images 2 --seq-len 130 --steps 2 --horizon 10"
     # bf16 mode (the default outside the parity gate) against the same fp32 golden files: cosine >= 0.999
-    # per boundary (issue #7); the relative max-error bound is informational in bf16; actions max abs <= 0.05
-    "$MACT" parity "$T/g_wide_libero" --model "$T/ck_wide_libero" --precision bf16 --cos-min 0.999 \
-        --tol-informational --abs-tol 0.05 >"$T/wide_bf16.parity.log" 2>&1
-    awk '($NF == "PASS" || $NF == "FAIL") && NF >= 7 {
-        printf "%s parity_wide_libero_bf16/%s/%s cosine=%s max_abs=%s max_ref=%s in_tol=%s\n", $NF, $1, $2, $3, $4, $5, $6 }
-        /could not run/ { print "FAIL parity_wide_libero_bf16/" $1 ": " $0 }' "$T/wide_bf16.parity.log"
-    grep -qE ' (PASS|FAIL)$' "$T/wide_bf16.parity.log" || { echo "FAIL parity_wide_libero_bf16: no rows"; tail -3 "$T/wide_bf16.parity.log"; }
+    # per boundary (issue #7; observed >= 0.99999); the relative max-error bound is informational in bf16;
+    # actions max abs <= 0.05 (observed ~0.01)
+    run_mode wide_libero bf16 0.05
+    # int8 mode (LLM and action expert weights int8, GEMM inputs u8): cosine >= 0.999 (observed >= 0.9998),
+    # actions max abs <= 0.15 (observed ~0.05 at |ref| ~3.3)
+    run_mode wide_libero int8 0.15
     run_case wide_so101    "wide --norm-tag so101"                "--n-images 2 --seq-len 136 --steps 10 --horizon 30"
 fi

@@ -121,6 +121,7 @@ static double tensor_bytes(const mact_tensor *t, int prec)
     for (int i = 0; i < t->ndim; i++) n *= (double)t->shape[i];
     int esz = t->dtype == MACT_F32 ? 4 : 2;
     if (prec == MACT_PREC_BF16 && t->ndim == 2) esz = 2;  /* packed as bf16 */
+    if (prec == MACT_PREC_INT8 && t->ndim == 2) esz = 1;  /* action expert weights packed as int8 */
     return n * esz;
 }
 
@@ -168,7 +169,7 @@ static double gemm_bench(int64_t M, int64_t N, int64_t K, int prec)
 
 static int bench_usage(FILE *f)
 {
-    fprintf(f, "usage: mact bench [--model DIR | --preset libero|so101] [--threads N] [--precision fp32|bf16]\n"
+    fprintf(f, "usage: mact bench [--model DIR | --preset libero|so101] [--threads N] [--precision fp32|bf16|int8]\n"
                "                  [--iters N] [--no-pack]\n"
                "  --preset: shapes (libero: N=130, H=10, 2 steps; so101: N=136, H=30, 10 steps, both 2 cameras);\n"
                "            without --model the full-size random checkpoint of the preset is synthesized once\n"
@@ -231,7 +232,9 @@ int cmd_bench(int argc, char **argv)
     mact_set_precision(prec);
     double t0 = now_s();
     mact_model *m;
-    mact_load_options lo = {.precision = prec == MACT_PREC_BF16 ? MACT_PRECISION_BF16 : MACT_PRECISION_FP32,
+    mact_load_options lo = {.precision = prec == MACT_PREC_BF16   ? MACT_PRECISION_BF16
+                                         : prec == MACT_PREC_INT8 ? MACT_PRECISION_INT8
+                                                                  : MACT_PRECISION_FP32,
                             .no_pack = 1};
     if (mact_model_load(model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact bench: %s\n", err); return 1; }
     double t_load = now_s() - t0;
@@ -321,40 +324,63 @@ int cmd_bench(int argc, char **argv)
         tt[it] = d - a;
     }
     if (rc) { fprintf(stderr, "mact bench: %s\n", mact_session_error(s)); return 1; }
+    /* the action stage's context projection alone (mact_action_generate runs it once per call), so the
+     * flow steps' own time and weight bandwidth can be told apart */
+    const int64_t AH = c->ae_hidden;
+    float *kctx = malloc(sizeof(float) * (size_t)(L * N * AH)), *vctx = malloc(sizeof(float) * (size_t)(L * N * AH));
+    double *tc = malloc(sizeof(double) * (size_t)iters);
+    if (!kctx || !vctx || !tc) { fprintf(stderr, "mact bench: out of memory\n"); return 1; }
+    for (int it = 0; it < iters && !rc; it++) {
+        double a = now_s();
+        rc = mact_action_context(s, keys, values, N, kctx, vctx);
+        tc[it] = now_s() - a;
+    }
+    if (rc) { fprintf(stderr, "mact bench: %s\n", mact_session_error(s)); return 1; }
     double diff = 0;
     for (int64_t i = 0; i < H * A; i++) diff = fmax(diff, fabs((double)traj[i] - traj2[i]));
     double rss = peak_rss_mib();
 
-    /* GEMM peak in this run, same precision and threads: the ViT MLP and the LLM QKV shapes */
-    double g1 = 0, g2 = 0, ipeak = 0;
+    /* GEMM peak in this run, same precision and threads: the ViT MLP and the LLM QKV shapes. In int8 mode the
+     * vision stack runs in bf16: its peak is the bf16 GEMM's, the LLM's and the action expert's the int8 one. */
+    const int vprec = prec == MACT_PREC_INT8 ? MACT_PREC_BF16 : prec;
+    double g1 = 0, g2 = 0, g8 = 0, ipeak = 0, ipeak8 = 0;
     if (pack && mact_isa_get() >= MACT_ISA_AVX512) {
-        g1 = gemm_bench(729, 4304, 1152, prec);
-        g2 = gemm_bench(130, 6144, 2560, prec);
+        g1 = gemm_bench(729, 4304, 1152, vprec);
+        g2 = gemm_bench(130, 6144, 2560, vprec);
+        if (prec == MACT_PREC_INT8) g8 = gemm_bench(130, 6144, 2560, MACT_PREC_INT8);
     }
     double gpeak = g1 > g2 ? g1 : g2;
-    ipeak = mact_isa_peak_gflops(prec == MACT_PREC_BF16 && mact_isa_get() >= MACT_ISA_AVX512BF16, threads);
+    ipeak = mact_isa_peak_gflops(vprec == MACT_PREC_BF16 && mact_isa_get() >= MACT_ISA_AVX512BF16, threads);
+    if (prec == MACT_PREC_INT8) ipeak8 = mact_vnni_peak_gops(threads);
 
     double fv = vision_flops(c, n_img) / 1e9, fl = llm_flops(c, N) / 1e9, fa = action_flops(c, N, H, steps) / 1e9;
     double mv = median(tv, iters), ml = median(tl, iters), ma = median(ta, iters), mt = median(tt, iters);
     printf("  GEMM peak (packed GEMM microbenchmark, best of 5): %.0f GFLOP/s (M729 N4304 K1152 %.0f, M130 N6144 K2560 "
            "%.0f); instruction peak %.0f GFLOP/s\n", gpeak, g1, g2, ipeak);
+    if (prec == MACT_PREC_INT8)
+        printf("  int8 GEMM peak (M130 N6144 K2560, best of 5): %.0f GOP/s; vpdpbusd instruction peak %.0f GOP/s "
+               "(llm and action below are against it)\n", g8, ipeak8);
     printf("  %-8s %10s %10s %9s %10s %12s\n", "stage", "median ms", "min ms", "GFLOP", "GFLOP/s", "% GEMM peak");
     const char *names[3] = {"vision", "llm", "action"};
     double med[3] = {mv, ml, ma}, mins[3] = {min_of(tv, iters), min_of(tl, iters), min_of(ta, iters)}, fl3[3] = {fv, fl, fa};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
+        double pk = i > 0 && prec == MACT_PREC_INT8 ? g8 : gpeak;
         printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", names[i], med[i] * 1e3, mins[i] * 1e3, fl3[i],
-               fl3[i] / med[i], gpeak > 0 ? 100.0 * fl3[i] / med[i] / gpeak : 0.0);
+               fl3[i] / med[i], pk > 0 ? 100.0 * fl3[i] / med[i] / pk : 0.0);
+    }
     printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
            (fv + fl + fa) / mt, gpeak > 0 ? 100.0 * (fv + fl + fa) / mt / gpeak : 0.0);
     double sb = action_step_bytes(m, pack ? prec : MACT_PREC_FP32);
-    printf("  llm prefill: %.1f tokens/s; action: %.1f ms per flow step incl. context, %.0f MiB of weights per step "
-           "-> %.1f GB/s\n", N / ml, ma * 1e3 / steps, sb / 1048576.0, sb * steps / ma / 1e9);
+    const double mc = median(tc, iters), per_step = (ma - mc) / steps;
+    printf("  llm prefill: %.1f tokens/s; action: context %.1f ms, then %.1f ms per flow step reading %.0f MiB of "
+           "weights -> %.1f GB/s\n", N / ml, mc * 1e3, per_step * 1e3, sb / 1048576.0,
+           per_step > 0 ? sb / per_step / 1e9 : 0.0);
     printf("  peak RSS %.0f MiB (after warm-up %.0f MiB); warm-up %.2f s; staged vs pipeline max |diff| %.3g\n", rss,
            rss_warm, t_warm, diff);
     mact_session_free(s);
     mact_kernels_release(m);
     mact_model_free(m);
     free(pix); free(ids); free(embeds); free(hidden); free(bias); free(keys); free(values); free(noise); free(traj);
-    free(traj2); free(enc); free(tv); free(tl); free(ta); free(tt);
+    free(traj2); free(enc); free(tv); free(tl); free(ta); free(tt); free(kctx); free(vctx); free(tc);
     return diff == 0 ? 0 : 1;
 }

@@ -15,11 +15,11 @@ static int usage(FILE *f)
             "  tokenize --model DIR TEXT             token ids of TEXT\n"
             "  synth PRESET OUT_DIR [--seed S] [--dtype mixed|f32|bf16] [--no-lm-head] [--threads N]\n"
             "                                        random checkpoint (tiny|wide|libero|so101)\n"
-            "  bench [--model DIR] [--threads N] [--precision fp32|bf16]  per-stage timings\n"
+            "  bench [--model DIR] [--threads N] [--precision fp32|bf16|int8]  per-stage timings\n"
             "  inspect MODEL_DIR                     config summary, parameters, bytes, dtype mix\n"
             "  parity GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
             "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n"
-            "         [--precision fp32|bf16]          (default fp32: the exact mode)\n");
+            "         [--precision fp32|bf16|int8]     (default fp32: the exact mode)\n");
     return 2;
 }
 
@@ -52,10 +52,7 @@ static int cmd_parity(int argc, char **argv)
         else if (!strcmp(a, "--max-tokens") && more) o.max_tokens = atoi(argv[++i]);
         else if (!strcmp(a, "--tol-informational")) o.tol_informational = 1;
         else if (!strcmp(a, "--precision") && more) {
-            const char *v = argv[++i];
-            if (!strcmp(v, "fp32")) o.precision = MACT_PRECISION_FP32;
-            else if (!strcmp(v, "bf16")) o.precision = MACT_PRECISION_BF16;
-            else return usage(stderr);
+            if ((o.precision = mact_precision_parse(argv[++i])) < 0) return usage(stderr);
         }
         else if (a[0] != '-' && !golden) golden = a;
         else return usage(stderr);

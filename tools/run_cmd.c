@@ -179,16 +179,17 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(k, "--threads")) a.threads = atoi(v);
         else if (!strcmp(k, "--n-action-steps")) a.n_action_steps = atoi(v);
         else if (!strcmp(k, "--precision")) {
-            if (!strcmp(v, "fp32")) a.precision = MACT_PRECISION_FP32;
-            else if (!strcmp(v, "bf16")) a.precision = MACT_PRECISION_BF16;
-            else { fprintf(stderr, "mact run: --precision is fp32 or bf16\n"); return 2; }
+            if ((a.precision = mact_precision_parse(v)) < 0) {
+                fprintf(stderr, "mact run: --precision is fp32, bf16 or int8\n");
+                return 2;
+            }
         }
         else { fprintf(stderr, "mact run: unknown option %s\n", k); return 2; }
     }
     if (!a.model || !a.n_images || !a.task || !a.state) {
         fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
                         "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
-                        "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32 (default bf16)]\n");
+                        "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32|int8 (default bf16)]\n");
         return 2;
     }
     if (a.steps < 0) { fprintf(stderr, "mact run: --steps must be >= 1\n"); return 2; }

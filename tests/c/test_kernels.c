@@ -16,6 +16,10 @@
  *   layernorm / rmsnorm, |diff| / (|y| + 1e-3) <= 1e-5  (observed <= 1e-7); rows offset by 1e4
  *   gelu, |diff| / (|y| + |v|); silu*mul, |diff| / (|y| + 1e-6)   <= 4e-6 (observed <= 6e-7)
  *   rope vs double reference      <= 1e-6 relative to |x| (observed <= 1.2e-7)
+ *   int8 paths (VNNI and plain C) vs an emulation of the int8 formulas written in the test
+ *                                <= 2e-6   (the integer sums are exact; only the fp32 rescale rounds)
+ *   int8 vs fp32 plain C          <= 1 x the worst-case quantization bound sum_k |x| dw + |w| dx + dx dw
+ *                                   (observed <= 0.44 of it over 6 seeds; K = 1..3 come closest)
  * MACT_TEST_SEED=S replays a run; the seed is printed first. */
 #include <math.h>
 #include <float.h>
@@ -247,6 +251,187 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
     mact_isa_set(max_isa);
     free(x); free(w); free(bias); free(y0); free(ref); free(yr); free(y); free(scale); free(scale_b); free(xb);
     free(wb); free(refb);
+}
+
+/* ---- int8 (INT8 precision): the VNNI kernel and the plain-C int8 kernel against an emulation written here
+ * from the formulas (kernels.h / gemm_int8.c): W8 = clamp(round(W * 127 / max|W[n,:]|), +-127), q = clamp(round(x /
+ * s) + z, 0, 255), y = (sum q W8 - z sum W8) s w + b. The integer sums are exact, so the paths may differ only by
+ * fp32 rounding in the rescale and the epilogue. ---- */
+static double g_obs_i8 = 0, g_obs_i8_vs32 = 0;
+
+static void emu_quant_row(const float *x, int64_t K, uint8_t *q, float *s, int32_t *z)
+{
+    float mn = 0.f, mx = 0.f;
+    for (int64_t k = 0; k < K; k++) {
+        mn = x[k] < mn ? x[k] : mn;
+        mx = x[k] > mx ? x[k] : mx;
+    }
+    if (!(mx - mn > 0.f)) { *s = 0.f; *z = 0; memset(q, 0, (size_t)K); return; }
+    *s = (mx - mn) / 255.f;
+    float inv = 1.f / *s, zf = nearbyintf(-mn * inv);
+    *z = (int32_t)(zf < 0 ? 0 : zf > 255 ? 255 : zf);
+    for (int64_t k = 0; k < K; k++) {
+        float r = nearbyintf(x[k] * inv) + (float)*z;
+        q[k] = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+    }
+}
+
+static void check_int8(const shape *sh, int dt, int epi, int one_sided)
+{
+    const int64_t M = sh->M, N = sh->N, K = sh->K, ldx = sh->ldx, ldy = sh->ldy;
+    char name[256];
+    snprintf(name, sizeof name, "int8 matmul M%lld N%lld K%lld ld%lld/%lld %s epi%d%s", (long long)M, (long long)N,
+             (long long)K, (long long)ldx, (long long)ldy, dtname(dt), epi, one_sided ? " x>=0" : "");
+    if (max_isa < MACT_ISA_AVX512) { TH_CHECK(name, 1, "INFO: no AVX-512 on this CPU: int8 packs are not made"); return; }
+    const size_t esz = dt == MACT_F32 ? 4 : 2;
+    float *x = malloc(sizeof(float) * (size_t)(M * ldx + 1));
+    void *w = malloc(esz * (size_t)(N * K) + 4);
+    float *bias = malloc(sizeof(float) * (size_t)N), *wf = malloc(sizeof(float) * (size_t)(N * K));
+    float *y0 = malloc(sizeof(float) * (size_t)(M * ldy + 1)), *ref = malloc(sizeof(float) * (size_t)(M * ldy + 1));
+    float *r32 = malloc(sizeof(float) * (size_t)(M * ldy + 1));
+    float *y = malloc(sizeof(float) * (size_t)(M * ldy + 1)), *yr = malloc(sizeof(float) * (size_t)(M * ldy + 1));
+    double *scale = malloc(sizeof(double) * (size_t)(M * N)), *qb = malloc(sizeof(double) * (size_t)(M * N));
+    int8_t *w8 = malloc((size_t)(N * K));
+    float *ws = malloc(sizeof(float) * (size_t)N);
+    int32_t *cs = malloc(sizeof(int32_t) * (size_t)N);
+    uint8_t *q = malloc((size_t)K);
+    for (int64_t i = 0; i < M * ldx; i++) x[i] = one_sided ? fabsf(rnorm()) * 3.f : rnorm() + 0.5f * runi();
+    for (int64_t m = 0; m < M; m += 3) x[m * ldx + (int64_t)(rnext() % (uint64_t)K)] *= 20.f;  /* an outlier per row */
+    for (int64_t i = 0; i < N * K; i++) {
+        float v = rnorm() / sqrtf((float)K) * 2.f;
+        if (dt == MACT_F32) ((float *)w)[i] = v;
+        else if (dt == MACT_BF16) ((uint16_t *)w)[i] = f2bf(v);
+        else ((uint16_t *)w)[i] = f2h(v);
+        wf[i] = wval(w, dt, i);
+    }
+    if (N > 2)  /* an all-zero weight row: scale 0 */
+        for (int64_t k = 0; k < K; k++) {
+            wf[K + k] = 0.f;
+            if (dt == MACT_F32) ((float *)w)[K + k] = 0.f;
+            else ((uint16_t *)w)[K + k] = 0;
+        }
+    const int use_bias = (rnext() & 3) != 0;
+    for (int64_t n = 0; n < N; n++) bias[n] = 0.1f * rnorm();
+    for (int64_t i = 0; i < M * ldy; i++) y0[i] = epi == MACT_EPI_RESIDUAL ? 3.f * rnorm() : NAN;
+    const float *b = use_bias ? bias : NULL;
+    /* emulation of the weight quantization */
+    for (int64_t n = 0; n < N; n++) {
+        float amax = 0.f;
+        for (int64_t k = 0; k < K; k++) amax = fabsf(wf[n * K + k]) > amax ? fabsf(wf[n * K + k]) : amax;
+        float inv = amax > 0.f ? 127.f / amax : 0.f;
+        int32_t sum = 0;
+        for (int64_t k = 0; k < K; k++) {
+            float r = nearbyintf(wf[n * K + k] * inv);
+            w8[n * K + k] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+            sum += w8[n * K + k];
+        }
+        ws[n] = amax / 127.f;
+        cs[n] = sum;
+    }
+    /* emulated outputs (double rescale), the fp32 plain-C result, and the error scale: the sum of |terms| */
+    memcpy(ref, y0, sizeof(float) * (size_t)(M * ldy));
+    memcpy(r32, y0, sizeof(float) * (size_t)(M * ldy));
+    mact_isa_set(MACT_ISA_SCALAR);
+    mact_set_precision(MACT_PREC_FP32);
+    mact_matmul_raw_epi(r32, ldy, x, ldx, w, dt, b, M, N, K, epi);
+    for (int64_t m = 0; m < M; m++) {
+        float sa;
+        int32_t z;
+        emu_quant_row(x + m * ldx, K, q, &sa, &z);
+        for (int64_t n = 0; n < N; n++) {
+            int64_t acc = 0;
+            double a = 0, bd = 0;
+            for (int64_t k = 0; k < K; k++) {
+                acc += (int64_t)q[k] * w8[n * K + k];
+                a += fabs((double)x[m * ldx + k] * wf[n * K + k]);
+                /* |x w - x~ w~| <= |x| dw + |w| dx + dx dw with dw = w/2 (rounding), dx = s (rounding, plus half a
+                 * step where the top of the range is clamped after the rounded zero point) */
+                bd += fabs(x[m * ldx + k]) * ws[n] / 2 + fabs(wf[n * K + k]) * sa + (double)sa * ws[n] / 2;
+            }
+            double v = (double)(acc - (int64_t)z * cs[n]) * sa * ws[n] + (b ? b[n] : 0.0);
+            if (epi == MACT_EPI_GELU_TANH) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+            if (epi == MACT_EPI_RESIDUAL) v += y0[m * ldy + n];
+            ref[m * ldy + n] = (float)v;
+            scale[m * N + n] = a + (b ? fabs(b[n]) : 0) + (epi == MACT_EPI_RESIDUAL ? fabs(y0[m * ldy + n]) : 0) + 1e-6;
+            qb[m * N + n] = 1.2 * bd + 2e-6 * scale[m * N + n];  /* 1.2: GELU's slope is below 1.13 */
+        }
+    }
+    mact_isa_set(max_isa);
+    int ok = 1, owner;
+    char why[512] = "";
+    mact_pack_weight(&owner, w, dt, N, K, MACT_PREC_INT8, 0);
+    const mact_packed *pk = mact_packed_find(w, dt, N, K, MACT_PREC_INT8);
+    if (!pk || pk->fmt != MACT_PACK_I8) { ok = 0; snprintf(why, sizeof why, "no int8 pack"); }
+    if (ok && (mact_packed_find(w, dt, N, K, MACT_PREC_BF16) || mact_packed_find(w, dt, N, K, MACT_PREC_FP32))) {
+        ok = 0;
+        snprintf(why, sizeof why, "an int8 pack is served to bf16/fp32 lookups");
+    }
+    for (int64_t n = 0; ok && n < N; n++)
+        if (pk->colsum[n] != cs[n] || pk->scale[n] != ws[n]) {
+            ok = 0;
+            snprintf(why, sizeof why, "column %lld: colsum %d scale %g, emulation %d %g", (long long)n, pk->colsum[n],
+                     pk->scale[n], cs[n], ws[n]);
+        }
+    if (ok) {
+        /* the dispatched path (VNNI where the CPU has it) and the plain-C int8 kernel */
+        mact_set_precision(MACT_PREC_INT8);
+        memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
+        mact_matmul_raw_epi(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
+        memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
+        mact_gemm_i8_scalar(yr, ldy, x, ldx, pk, b, M, epi);
+        double e1 = worst_rel(y, ref, scale, M, N, ldy), e2 = worst_rel(yr, ref, scale, M, N, ldy);
+        double e32 = worst_rel(y, r32, qb, M, N, ldy);
+        if (e1 > g_obs_i8) g_obs_i8 = e1;
+        if (e2 > g_obs_i8) g_obs_i8 = e2;
+        if (e32 > g_obs_i8_vs32) g_obs_i8_vs32 = e32;
+        if (!(e1 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s int8 err vs emulation %.3g > 2e-6", mact_has_vnni() ? "vnni" : "fallback", e1); }
+        if (!(e2 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "plain-C int8 err vs emulation %.3g > 2e-6", e2); }
+        /* the quantization itself, against its worst-case bound summed over the terms (qb above) */
+        if (!(e32 <= 1.0)) { ok = 0; snprintf(why, sizeof why, "int8 vs fp32: %.3g of the quantization bound", e32); }
+#ifdef _OPENMP
+        int nt = omp_get_max_threads();
+        if (nt > 1 && ok) {
+            memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
+            omp_set_num_threads(1);
+            mact_matmul_raw_epi(yr, ldy, x, ldx, w, dt, b, M, N, K, epi);
+            omp_set_num_threads(nt);
+            for (int64_t m = 0; m < M; m++)
+                if (memcmp(yr + m * ldy, y + m * ldy, sizeof(float) * (size_t)N)) {
+                    ok = 0;
+                    snprintf(why, sizeof why, "int8: 1 thread and %d threads differ", nt);
+                    break;
+                }
+        }
+#endif
+        if (ldy > N)
+            for (int64_t m = 0; m < M && ok; m++)
+                for (int64_t n = N; n < ldy; n++)
+                    if (memcmp(&y[m * ldy + n], &y0[m * ldy + n], 4)) {
+                        ok = 0;
+                        snprintf(why, sizeof why, "int8 wrote past N at row %lld", (long long)m);
+                        break;
+                    }
+        /* row quantization: the AVX-512 and plain-C versions give the same bytes, scale and zero point */
+        const int64_t Kq = (K + 3) / 4;
+        uint32_t *A1 = calloc((size_t)Kq, 4), *A2 = calloc((size_t)Kq, 4);
+        for (int64_t m = 0; m < M && ok; m++) {
+            float s1, s2;
+            int32_t z1, z2;
+            mact_quant_row_u8(A1, Kq, x + m * ldx, K, &s1, &z1);
+            mact_quant_row_u8_avx512(A2, Kq, x + m * ldx, K, &s2, &z2);
+            if (s1 != s2 || z1 != z2 || memcmp(A1, A2, (size_t)Kq * 4)) {
+                ok = 0;
+                snprintf(why, sizeof why, "row %lld: quantization differs between plain C and AVX-512", (long long)m);
+            }
+        }
+        free(A1);
+        free(A2);
+    }
+    mact_kernels_release_owner(&owner);
+    mact_set_precision(MACT_PREC_FP32);
+    TH_CHECK(name, ok, "%s", why);
+    free(x); free(w); free(bias); free(wf); free(y0); free(ref); free(r32); free(y); free(yr); free(scale); free(qb); free(w8);
+    free(ws); free(cs); free(q);
 }
 
 /* a stale entry (source changed after packing, as when a freed model's address is reused) is not used */
@@ -631,6 +816,13 @@ int main(void)
     }
     printf("INFO matmul observed max err: fp32 paths %.3g (tol 2e-6), bf16 vs emulation %.3g (tol 2e-6)\n", obs_fp32,
            obs_bf16);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int dt = (int)(i % 3 == 1 ? MACT_BF16 : i % 3 == 2 ? MACT_F32 : MACT_F16);
+        int epi = (int)(i % 3 == 1 ? MACT_EPI_GELU_TANH : i % 3 == 2 ? MACT_EPI_RESIDUAL : MACT_EPI_NONE);
+        check_int8(&shapes[i], dt, epi, (int)(i & 1));
+    }
+    printf("INFO int8 observed max err vs emulation %.3g (tol 2e-6); vs fp32 %.3g of the quantization bound (tol 1)%s\n",
+           g_obs_i8, g_obs_i8_vs32, mact_has_vnni() ? "" : " [no AVX512-VNNI here: the plain-C int8 kernel ran]");
     check_stale();
     check_pool();
     check_prepare();

@@ -1,0 +1,381 @@
+/* The int8 GEMM of MACT_PREC_INT8: y[M, N] = x[M, K] W[N, K]^T on a weight packed as MACT_PACK_I8
+ * (gemm_pack.c: per-output-channel symmetric int8, 64-column panels of k quads).
+ *
+ * Arithmetic (identical in the AVX512-VNNI and plain-C kernels, so the tests can compare them exactly up
+ * to the epilogue's rounding):
+ *   x row m   -> u8 q[m, k] with scale s[m] and zero point z[m]: x ~ s (q - z)   (mact_quant_row_u8)
+ *   W row n   -> int8 W8[n, k] with scale w[n]:                  W ~ w W8
+ *   acc[m, n] =  sum_k q[m, k] W8[n, k]                          (int32, exact: |acc| < 2^31 for K < 66000)
+ *   y[m, n]   =  float(acc - z[m] colsum[n]) * (s[m] w[n]) + bias[n], then the epilogue.
+ * The u8 x s8 products are what vpdpbusd multiplies (4 per 32-bit lane); asymmetric activations use all 256
+ * levels of the row's range, which matters after SiLU and GELU (one-sided distributions).
+ *
+ * Loops as the bf16 kernel (gemm_avx512.c): one pool task per 64-column panel, K blocks of KC quads
+ * (32 KiB of panel), 6-row x 64-column tiles of 24 int32 accumulators, partial sums between K blocks in a
+ * per-thread [M, 64] int32 buffer. Integer sums do not depend on the order, so results never depend on the
+ * thread count. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <immintrin.h>
+#include "kernels.h"
+#include "session.h"
+#include "threadpool.h"
+
+#define TV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni")))
+#define INL inline __attribute__((always_inline))
+#define MR 6
+#define KC 128 /* quads per K block: 128 x 256 B = 32 KiB of panel */
+
+static __thread void *t_buf[2];
+static __thread size_t t_cap[2];
+
+/* grow-only per-thread buffer: allocated on the first call of a size, reused after (not in the hot path) */
+static void *tbuf(int which, size_t bytes)
+{
+    if (t_cap[which] < bytes) {
+        free(t_buf[which]);
+        size_t cap = (bytes + bytes / 4 + 4096 + 63) & ~(size_t)63;
+        t_buf[which] = aligned_alloc(64, cap);
+        t_cap[which] = t_buf[which] ? cap : 0;
+    }
+    return t_buf[which];
+}
+
+/* ---- row quantization ---- */
+
+static void quant_params(float mn, float mx, float *s, float *inv, int32_t *z)
+{
+    mn = mn < 0.f ? mn : 0.f;
+    mx = mx > 0.f ? mx : 0.f;
+    if (!(mx - mn > 0.f) || !isfinite(mx - mn)) {  /* an all-zero row (or a non-finite one: callers reject those) */
+        *s = 0.f;
+        *inv = 0.f;
+        *z = 0;
+        return;
+    }
+    *s = (mx - mn) / 255.f;
+    *inv = 1.f / *s;
+    float zf = nearbyintf(-mn * *inv);
+    *z = zf < 0.f ? 0 : zf > 255.f ? 255 : (int32_t)zf;
+}
+
+static inline uint8_t q1(float x, float inv, int32_t z)
+{
+    float r = nearbyintf(x * inv) + (float)z;
+    return r < 0.f ? 0 : r > 255.f ? 255 : (uint8_t)r;
+}
+
+void mact_quant_row_u8(uint32_t *A, int64_t Kq, const float *x, int64_t K, float *s, int32_t *z)
+{
+    float mn = x[0], mx = x[0], inv;
+    for (int64_t k = 1; k < K; k++) {
+        mn = x[k] < mn ? x[k] : mn;
+        mx = x[k] > mx ? x[k] : mx;
+    }
+    quant_params(mn, mx, s, &inv, z);
+    uint8_t *q = (uint8_t *)A;
+    for (int64_t k = 0; k < K; k++) q[k] = q1(x[k], inv, *z);
+    memset(q + K, 0, (size_t)(4 * Kq - K));
+}
+
+TV void mact_quant_row_u8_avx512(uint32_t *A, int64_t Kq, const float *x, int64_t K, float *s, int32_t *z)
+{
+    const int64_t k16 = K & ~(int64_t)15;
+    const __mmask16 tm = (__mmask16)((1u << (K - k16)) - 1);
+    __m512 vmn = _mm512_set1_ps(x[0]), vmx = vmn;
+    for (int64_t k = 0; k < k16; k += 16) {
+        __m512 v = _mm512_loadu_ps(x + k);
+        vmn = _mm512_min_ps(vmn, v);
+        vmx = _mm512_max_ps(vmx, v);
+    }
+    if (tm) {
+        __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(x[0]), tm, x + k16);
+        vmn = _mm512_min_ps(vmn, v);
+        vmx = _mm512_max_ps(vmx, v);
+    }
+    float inv;
+    quant_params(_mm512_reduce_min_ps(vmn), _mm512_reduce_max_ps(vmx), s, &inv, z);
+    const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps((float)*z);
+    const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.f);
+    uint8_t *q = (uint8_t *)A;
+    for (int64_t k = 0; k < K; k += 16) {
+        __mmask16 m = k < k16 ? (__mmask16)0xffff : tm;
+        /* round(x * inv) + z, as the scalar q1: rounding to nearest even, then the exact integer add */
+        __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), vi),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, vz), lo), hi);
+        _mm_mask_storeu_epi8(q + k, m, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
+    }
+    memset(q + K, 0, (size_t)(4 * Kq - K));
+}
+
+/* ---- plain C ---- */
+
+static inline float gelu1(float v)
+{
+    const float c = 0.7978845608028654f;
+    return 0.5f * v * (1.f + tanhf(c * (v + 0.044715f * v * v * v)));
+}
+
+void mact_gemm_i8_scalar(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk,
+                         const float *bias, int64_t M, int epi)
+{
+    const int64_t N = pk->N, K = pk->K, Kq = pk->Kp;
+    uint32_t *A = malloc((size_t)Kq * 4);
+    if (!A) return;
+    const int8_t *W = pk->data;
+    for (int64_t m = 0; m < M; m++) {
+        float s;
+        int32_t z;
+        mact_quant_row_u8(A, Kq, x + m * ldx, K, &s, &z);
+        const uint8_t *q = (const uint8_t *)A;
+        for (int64_t n = 0; n < N; n++) {
+            const int64_t p = n / MACT_PANEL, c = n % MACT_PANEL;
+            const int8_t *col = W + p * Kq * 256 + 4 * c;
+            int32_t acc = 0;
+            for (int64_t kq = 0; kq < Kq; kq++)
+                for (int l = 0; l < 4; l++) acc += (int32_t)q[4 * kq + l] * (int32_t)col[kq * 256 + l];
+            float v = (float)(acc - z * pk->colsum[n]) * (s * pk->scale[n]) + (bias ? bias[n] : 0.f);
+            float *d = &y[m * ldy + n];
+            if (epi == MACT_EPI_GELU_TANH) v = gelu1(v);
+            if (epi == MACT_EPI_RESIDUAL) v = *d + v;
+            *d = v;
+        }
+    }
+    free(A);
+}
+
+/* ---- AVX512-VNNI ---- */
+
+/* exp and gelu as gemm_avx512.c's (kept local: those are inline there) */
+TV static INL __m512 exp512(__m512 x)
+{
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-104.f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+TV static INL __m512 gelu512(__m512 v)
+{
+    __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+    __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), v3, v));
+    __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.f), u));
+    return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.f), e));
+}
+
+typedef struct {
+    float *y;             /* tile origin (row mt, column n0) */
+    int64_t ldy;
+    const float *bias;    /* at n0, or NULL */
+    const float *wscale;  /* at n0 */
+    const int32_t *csum;  /* at n0 */
+    const float *rs;      /* row scales at mt */
+    const int32_t *rz;    /* row zero points at mt */
+    int nv, epi;
+} epi8;
+
+/* a: quantized rows (Kq uint32 apart) at quad kb; b: panel at quad kb; kn quads */
+TV static INL void kern_i8(const int mr, const uint32_t *a, int64_t lda, const int8_t *b, int64_t kn, int32_t *cb,
+                           int first, int last, const epi8 *ea, const char *pf)
+{
+    __m512i acc[MR][4];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            acc[i][j] = (i < mr && !first) ? _mm512_load_si512(cb + i * 64 + 16 * j) : _mm512_setzero_si512();
+    const uint32_t *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
+    for (int64_t kq = 0; kq < kn; kq++) {
+        const int8_t *bp = b + kq * 256;
+        if (pf) {
+            _mm_prefetch(pf + kq * 256, _MM_HINT_T1);
+            _mm_prefetch(pf + kq * 256 + 64, _MM_HINT_T1);
+            _mm_prefetch(pf + kq * 256 + 128, _MM_HINT_T1);
+            _mm_prefetch(pf + kq * 256 + 192, _MM_HINT_T1);
+        }
+        __m512i b0 = _mm512_load_si512(bp), b1 = _mm512_load_si512(bp + 64);
+        __m512i b2 = _mm512_load_si512(bp + 128), b3 = _mm512_load_si512(bp + 192);
+#define ROW(i, ai)                                                    \
+    if (mr > i) {                                                     \
+        __m512i av = _mm512_set1_epi32((int)ai[kq]);                  \
+        acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], av, b0);           \
+        acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], av, b1);           \
+        acc[i][2] = _mm512_dpbusd_epi32(acc[i][2], av, b2);           \
+        acc[i][3] = _mm512_dpbusd_epi32(acc[i][3], av, b3);           \
+    }
+        ROW(0, a0) ROW(1, a1) ROW(2, a2) ROW(3, a3) ROW(4, a4) ROW(5, a5)
+#undef ROW
+    }
+    if (!last) {
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++)
+            if (i < mr)
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) _mm512_store_si512(cb + i * 64 + 16 * j, acc[i][j]);
+        return;
+    }
+    __mmask16 cm[4];
+    __m512 bv[4], ws[4];
+    __m512i cs[4];
+    for (int j = 0; j < 4; j++) {
+        int left = ea->nv - 16 * j;
+        cm[j] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+        bv[j] = ea->bias ? _mm512_maskz_loadu_ps(cm[j], ea->bias + 16 * j) : _mm512_setzero_ps();
+        ws[j] = _mm512_loadu_ps(ea->wscale + 16 * j);  /* padded to the panel: always 64 readable */
+        cs[j] = _mm512_loadu_si512(ea->csum + 16 * j);
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr) break;
+        float *yr = ea->y + i * ea->ldy;
+        const __m512i zi = _mm512_set1_epi32(ea->rz[i]);
+        const __m512 si = _mm512_set1_ps(ea->rs[i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            if (!cm[j]) continue;
+            __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][j], _mm512_mullo_epi32(zi, cs[j])));
+            v = _mm512_add_ps(_mm512_mul_ps(v, _mm512_mul_ps(si, ws[j])), bv[j]);
+            if (ea->epi == MACT_EPI_GELU_TANH) v = gelu512(v);
+            else if (ea->epi == MACT_EPI_RESIDUAL) v = _mm512_add_ps(_mm512_maskz_loadu_ps(cm[j], yr + 16 * j), v);
+            _mm512_mask_storeu_ps(yr + 16 * j, cm[j], v);
+        }
+    }
+}
+
+#define KI(n)                                                                                                \
+    TV static void kern_i8_##n(const uint32_t *a, int64_t lda, const int8_t *b, int64_t kn, int32_t *cb,     \
+                               int first, int last, const epi8 *ea, const char *pf)                          \
+    {                                                                                                        \
+        kern_i8(n, a, lda, b, kn, cb, first, last, ea, pf);                                                  \
+    }
+KI(1) KI(2) KI(3) KI(4) KI(5) KI(6)
+typedef void (*ki_fn)(const uint32_t *, int64_t, const int8_t *, int64_t, int32_t *, int, int, const epi8 *,
+                      const char *);
+static const ki_fn ki[MR + 1] = {0, kern_i8_1, kern_i8_2, kern_i8_3, kern_i8_4, kern_i8_5, kern_i8_6};
+
+typedef struct {
+    float *y;
+    int64_t ldy, M;
+    const float *bias, *rs;
+    const int32_t *rz;
+    const mact_packed *pk;
+    const uint32_t *A;
+    int epi;
+} gemm8_job;
+
+TV static void panel_task(void *arg, int64_t p, int tid)
+{
+    (void)tid;
+    const gemm8_job *j = arg;
+    const mact_packed *pk = j->pk;
+    const int64_t N = pk->N, Kq = pk->Kp, M = j->M;
+    int32_t *cb = Kq > KC ? tbuf(1, (size_t)(M + MR) * 64 * sizeof(int32_t)) : NULL;
+    const int8_t *B = (const int8_t *)pk->data + p * Kq * 256;
+    const int64_t n0 = p * MACT_PANEL;
+    epi8 ea = {.ldy = j->ldy, .bias = j->bias ? j->bias + n0 : NULL, .wscale = pk->scale + n0,
+               .csum = pk->colsum + n0, .nv = (int)(N - n0 < 64 ? N - n0 : 64), .epi = j->epi};
+    for (int64_t kb = 0; kb < Kq; kb += KC) {
+        const int64_t kn = Kq - kb < KC ? Kq - kb : KC;
+        const int first = kb == 0, last = kb + kn == Kq;
+        const char *next = last ? NULL : (const char *)B + (kb + kn) * 256;
+        const int64_t kpf = last ? 0 : (Kq - kb - kn < kn ? Kq - kb - kn : kn);
+        for (int64_t mt = 0; mt < M; mt += MR) {
+            const int mr = (int)(M - mt < MR ? M - mt : MR);
+            ea.y = j->y + mt * j->ldy + n0;
+            ea.rs = j->rs + mt;
+            ea.rz = j->rz + mt;
+            const char *pf = mt + MR >= M && kpf == kn ? next : NULL;
+            ki[mr](j->A + mt * Kq + kb, Kq, B + kb * 256, kn, cb ? cb + mt * 64 : NULL, first, last, &ea, pf);
+        }
+    }
+}
+
+#define QROWS 16
+typedef struct {
+    uint32_t *A;
+    float *rs;
+    int32_t *rz;
+    int64_t Kq, ldx, K, M;
+    const float *x;
+} quant_job;
+
+TV static void quant_task(void *arg, int64_t c, int tid)
+{
+    (void)tid;
+    const quant_job *j = arg;
+    for (int64_t m = c * QROWS; m < j->M && m < (c + 1) * QROWS; m++)
+        mact_quant_row_u8_avx512(j->A + m * j->Kq, j->Kq, j->x + m * j->ldx, j->K, &j->rs[m], &j->rz[m]);
+}
+
+void mact_gemm_i8(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk, const float *bias,
+                  int64_t M, int epi)
+{
+    const int64_t N = pk->N, K = pk->K, Kq = pk->Kp;
+    if (!mact_has_vnni() || mact_isa_get() < MACT_ISA_AVX512) {
+        mact_gemm_i8_scalar(y, ldy, x, ldx, pk, bias, M, epi);
+        return;
+    }
+    /* [M, Kq] quads, then the M row scales and M zero points */
+    uint8_t *buf = tbuf(0, (size_t)M * (size_t)Kq * 4 + (size_t)M * 8 + 64);
+    if (!buf) {  /* out of memory for the quantized copy of x: the plain-C kernel (no M-sized buffer) */
+        mact_gemm_i8_scalar(y, ldy, x, ldx, pk, bias, M, epi);
+        return;
+    }
+    uint32_t *A = (uint32_t *)buf;
+    float *rs = (float *)(buf + (size_t)M * (size_t)Kq * 4);
+    int32_t *rz = (int32_t *)(rs + M);
+    const int par = mact_gemm_parallel(M, N, K);
+    quant_job qj = {A, rs, rz, Kq, ldx, K, M, x};
+    const int64_t nq = (M + QROWS - 1) / QROWS;
+    if (par && M * K > 65536) mact_parallel_for(nq, quant_task, &qj);
+    else for (int64_t c = 0; c < nq; c++) quant_task(&qj, c, 0);
+    gemm8_job j = {y, ldy, M, bias, rs, rz, pk, A, epi};
+    if (par) mact_parallel_for(pk->npanel, panel_task, &j);
+    else for (int64_t p = 0; p < pk->npanel; p++) panel_task(&j, p, 0);
+}
+
+/* ---- instruction peak: 16 independent vpdpbusd chains (16 lanes x 4 multiply-adds = 128 ops each) ---- */
+
+TV static double peak_vnni(long iters)
+{
+    __m512i a[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) a[i] = _mm512_set1_epi32(i);
+    const __m512i x = _mm512_set1_epi32(0x01010101), y = _mm512_set1_epi32(0x01ff01ff);
+    for (long t = 0; t < iters; t++) {
+        /* inline asm: from the intrinsic GCC 12 copied every accumulator around each (destructive) vpdpbusd */
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) __asm__("vpdpbusd %[b], %[a], %[acc]" : [acc] "+v"(a[i]) : [a] "v"(x), [b] "v"(y));
+    }
+    __m512i s = a[0];
+#pragma GCC unroll 16
+    for (int i = 1; i < 16; i++) s = _mm512_add_epi32(s, a[i]);
+    return (double)_mm512_reduce_add_epi32(s);
+}
+
+double mact_vnni_peak_gops(int threads)
+{
+    if (mact_isa_get() < MACT_ISA_AVX512 || !mact_has_vnni()) return 0;
+    const long iters = 15000000;  /* ~0.05 s per thread at peak */
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = mact_now_ms(), sink = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+        sink += peak_vnni(iters);
+        double s = (mact_now_ms() - t0) / 1e3;
+        double g = (double)threads * (double)iters * 16.0 * 128.0 / s / 1e9;
+        if (g > best && sink == sink) best = g;
+    }
+    return best;
+}
