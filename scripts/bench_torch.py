@@ -2,7 +2,7 @@
 """PyTorch bf16 baseline for `mact bench`: the same shapes, stage by stage, on the same checkpoint.
 
 usage: /usr/bin/python3 scripts/bench_torch.py [--model DIR | --preset libero|so101] [--threads 2]
-           [--iters 5] [--attn bf16|fp32] [--mact CMD] [--mact-precision bf16|fp32] [--no-mact]
+           [--iters 5] [--attn bf16|fp32] [--mact CMD] [--mact-precision P[,P...]] [--no-mact]
 
 What runs (torch 1.13, CPU, torch.set_num_threads(--threads)): every weight is loaded as bfloat16 (the
 `model.to(torch.bfloat16)` a PyTorch user would run); activations are bf16; LayerNorm/RMSNorm statistics
@@ -16,8 +16,8 @@ The work per stage mirrors mact's (tools/bench_cmd.c):
   action  context K/V projections + norms, then the Euler steps of the DiT; the modulation vectors depend
           only on t and are computed once per schedule outside the timed loop, as mact caches them
 First (unless --no-mact) it runs `CMD bench --model DIR --preset P --threads N --precision P --iters N` (CMD
-default build/mact) as a child process, so the two never hold the weights at the same time, then the PyTorch
-side, and prints the per-stage table mact / PyTorch.
+default build/mact) as a child process for each precision of --mact-precision, so the two never hold the
+weights at the same time, then the PyTorch side, and prints the per-stage table mact / PyTorch.
 
 glibc malloc: by default every allocation above 32 MiB is a fresh mmap that is faulted in and zeroed
 page by page and unmapped again on free, which on this class of VM costs more than the arithmetic
@@ -386,7 +386,8 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--attn", default="bf16", choices=["bf16", "fp32"])
     ap.add_argument("--mact", default="build/mact")
-    ap.add_argument("--mact-precision", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--mact-precision", default="bf16",
+                    help="bf16, fp32 or int8, or a comma list: mact runs once per precision, before PyTorch")
     ap.add_argument("--no-mact", action="store_true")
     ap.add_argument("--no-malloc-tuning", action="store_true")
     a = ap.parse_args()
@@ -397,12 +398,18 @@ def main():
     pr = PRESETS[a.preset]
     model = a.model or os.path.join(os.environ.get("MACT_CACHE", os.path.expanduser("~/.cache/mact")),
                                     "bench-" + a.preset)
-    res = None
+    res = {}
+    precs = [p for p in a.mact_precision.split(",") if p]
+    if any(p not in ("bf16", "fp32", "int8") for p in precs):
+        print("--mact-precision: bf16, fp32 or int8 (comma-separated)")
+        return 2
     if not a.no_mact:
-        res = run_mact(a.mact, model, a.threads, a.mact_precision, a.iters, a.preset)
-        if not res:
-            print("mact bench failed")
-            return 1
+        for p in precs:
+            r = run_mact(a.mact, model, a.threads, p, a.iters, a.preset)
+            if not r:
+                print("mact bench failed")
+                return 1
+            res[p] = r
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     t0 = time.time()
@@ -444,11 +451,11 @@ def main():
                   f"action {1e3 * (t3 - t2):.0f} ms", flush=True)
     med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
     print("PyTorch bf16 median ms: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()), flush=True)
-    if res is None:
+    if not res:
         return 0
-    print(f"\n{'stage':8s} {'mact ms':>10s} {'PyTorch ms':>11s} {'mact/PyTorch':>13s}")
+    print(f"\n{'stage':8s} {'PyTorch ms':>11s}" + "".join(f" {'mact ' + p + ' ms':>14s} {p + '/PyTorch':>13s}" for p in res))
     for k in ["vision", "llm", "action", "total"]:
-        print(f"{k:8s} {res[k]:10.1f} {med[k]:11.1f} {res[k] / med[k]:13.2f}")
+        print(f"{k:8s} {med[k]:11.1f}" + "".join(f" {r[k]:14.1f} {r[k] / med[k]:13.2f}" for r in res.values()))
     return 0
 
 

@@ -59,7 +59,7 @@ static void ensure_ae_rope(struct mact_session *s)
 
 /* velocity v(x, t) -> s->a_vel [h, A], with modulation mod for this t */
 static void velocity(struct mact_session *s, const float *x, int64_t h, const float *mod, const float *kctx,
-                     const float *vctx, const uint8_t *enc, int64_t n)
+                     const float *vctx, const uint32_t *kvp, const uint8_t *enc, int64_t n)
 {
     const mact_config *c = &s->m->cfg;
     const mact_ae_weights *w = &s->m->ae;
@@ -94,8 +94,12 @@ static void velocity(struct mact_session *s, const float *x, int64_t h, const fl
         norm_modulate(c, u, z, h, sh_mca, sc_mca);
         mact_matmul(qkv, u, &b->xq_w, mact_f32(&b->xq_b), h);
         if (c->ae_qk_norm) mact_rmsnorm(qkv, qkv, NULL, c->ae_eps, h * c->ae_heads, hd, hd);
-        mact_attention(att, AH, qkv, AH, kctx + (int64_t)l * n * AH, vctx + (int64_t)l * n * AH, AH, h, n, c->ae_heads,
-                       c->ae_heads, (int)hd, scale, NULL, enc, s->scores);
+        if (kvp)  /* the same context for every step: K/V packed once per call (bitwise the same result) */
+            mact_attention_packed(att, AH, qkv, AH, kvp + l * s->a_kvp_stride, h, n, c->ae_heads, c->ae_heads, (int)hd,
+                                  scale, NULL, enc, s->scores);
+        else
+            mact_attention(att, AH, qkv, AH, kctx + (int64_t)l * n * AH, vctx + (int64_t)l * n * AH, AH, h, n,
+                           c->ae_heads, c->ae_heads, (int)hd, scale, NULL, enc, s->scores);
         mact_matmul(u, att, &b->xo_w, mact_f32(&b->xo_b), h);
         gated_add(z, u, g_mca, h, AH);
         /* SwiGLU MLP */
@@ -185,7 +189,7 @@ int mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps
         return rc;
     float *mod = s->a_mod + (int64_t)s->mod_cache_steps * mod_stride(c);  /* the uncached slot */
     modulation(s, t, mod);
-    velocity(s, traj, h, mod, k_ctx, v_ctx, enc_mask, n);
+    velocity(s, traj, h, mod, k_ctx, v_ctx, NULL, enc_mask, n);
     euler(s, traj, h, 1.f / (float)num_steps, is_pad);
     return 0;
 }
@@ -214,10 +218,19 @@ int mact_action_generate(mact_session *s, float *traj, int h, int action_dim, in
         s->mod_steps = num_steps;
     }
     float *slot = s->a_mod + (int64_t)s->mod_cache_steps * stride;
+    const uint32_t *kvp = NULL;
+    const int64_t AH = c->ae_hidden;
+    if (s->a_kvp_stride && mact_attention_packable(h, n, c->ae_head_dim)) {
+        uint32_t *dst = (uint32_t *)s->a_kvp;
+        for (int64_t l = 0; l < c->n_layers; l++)
+            mact_attention_kv_pack(dst + l * s->a_kvp_stride, s->a_kctx + l * n * AH, s->a_vctx + l * n * AH, AH, n,
+                                   c->ae_heads, c->ae_head_dim);
+        kvp = dst;
+    }
     for (int k = 0; k < num_steps; k++) {
         /* t = k / S: t = 0 is noise, t = 1 (data) is never evaluated */
         const float *mod = cached ? s->a_mod + k * stride : (modulation(s, (float)k / (float)num_steps, slot), slot);
-        velocity(s, traj, h, mod, s->a_kctx, s->a_vctx, enc_mask, n);
+        velocity(s, traj, h, mod, s->a_kctx, s->a_vctx, kvp, enc_mask, n);
         euler(s, traj, h, 1.f / (float)num_steps, pad);
     }
     return 0;

@@ -652,7 +652,7 @@ void mact_attention_avx512(float *out, int64_t out_ld, const float *q, int64_t q
                            int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
                            const float *bias, const uint8_t *key_ok, float *scratch)
 {
-    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale};
+    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale, NULL};
     if ((double)nq * (double)nk * (double)hd * n_heads > 2e5) mact_parallel_for(n_heads, attention_head_task, &j);
     else for (int h = 0; h < n_heads; h++) attention_head_task(&j, h, 0);
 }
@@ -748,6 +748,37 @@ static const pvb_fn pvb_tab[9] = {0, attn_pv_bf16_1, attn_pv_bf16_2, attn_pv_bf1
                                   attn_pv_bf16_6, attn_pv_bf16_7, attn_pv_bf16_8};
 
 /* one head: K as d pairs [hd/2][nkp], V as key pairs [nkp/2][hd] (bf16, zero past nk), then blocks of 8 rows */
+/* one kv head (its columns at koff) -> kt2 [hp, nkp] d-pairs of K^T and v2 [np2, hd] key pairs of V, as bf16 */
+static void pack_kv_head_bf16(uint32_t *kt2, uint32_t *v2, const float *k, const float *v, int64_t kv_ld, int64_t koff,
+                              int64_t nk, int hd)
+{
+    const int hp = hd / 2;
+    const int64_t nkp = (nk + 15) & ~(int64_t)15, np2 = nkp / 2;
+    for (int64_t jj = 0; jj < nkp; jj++) {
+        const float *kr = k + jj * kv_ld + koff;
+        for (int d = 0; d < hp; d++) kt2[d * nkp + jj] = jj < nk ? bf16_bits(kr[2 * d]) | bf16_bits(kr[2 * d + 1]) << 16 : 0u;
+    }
+    for (int64_t jp = 0; jp < np2; jp++) {
+        const float *a = v + (2 * jp) * kv_ld + koff, *b = a + kv_ld;
+        const int ha = 2 * jp < nk, hb = 2 * jp + 1 < nk;
+        for (int c = 0; c < hd; c++) v2[jp * hd + c] = (ha ? bf16_bits(a[c]) : 0u) | (hb ? bf16_bits(b[c]) : 0u) << 16;
+    }
+}
+
+static int64_t kv_head_words(int64_t nk, int hd)
+{
+    const int64_t nkp = (nk + 15) & ~(int64_t)15;
+    return (int64_t)(hd / 2) * nkp + nkp / 2 * hd;
+}
+
+void mact_attention_kv_pack_bf16(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv,
+                                 int hd)
+{
+    const int64_t per = kv_head_words(nk, hd), nkp = (nk + 15) & ~(int64_t)15;
+    for (int g = 0; g < n_kv; g++)
+        pack_kv_head_bf16(dst + g * per, dst + g * per + (int64_t)(hd / 2) * nkp, k, v, kv_ld, (int64_t)g * hd, nk, hd);
+}
+
 TB static void attention_head_bf16_task(void *arg, int64_t hh, int t)
 {
     const att_job *j = arg;
@@ -759,18 +790,11 @@ TB static void attention_head_bf16_task(void *arg, int64_t hh, int t)
     float *S = (float *)(v2 + np2 * hd);                   /* 8 * nkp */
     uint32_t *p2 = (uint32_t *)(S + 8 * nkp);              /* 8 * np2 */
     uint32_t *q2 = p2 + 8 * np2;                           /* 8 * hp */
-    const int64_t koff = (int64_t)(h / group) * hd;
-    for (int64_t jj = 0; jj < nkp; jj++) {
-        const float *kr = j->k + jj * j->kv_ld + koff;
-        for (int d = 0; d < hp; d++)
-            kt2[d * nkp + jj] = jj < nk ? bf16_bits(kr[2 * d]) | bf16_bits(kr[2 * d + 1]) << 16 : 0u;
-    }
-    for (int64_t jp = 0; jp < np2; jp++) {
-        const float *a = j->v + (2 * jp) * j->kv_ld + koff, *b = a + j->kv_ld;
-        const int ha = 2 * jp < nk, hb = 2 * jp + 1 < nk;
-        for (int c = 0; c < hd; c++)
-            v2[jp * hd + c] = (ha ? bf16_bits(a[c]) : 0u) | (hb ? bf16_bits(b[c]) : 0u) << 16;
-    }
+    if (j->kvp) {  /* packed once by the caller for this kv head */
+        kt2 = (uint32_t *)j->kvp + (int64_t)(h / group) * kv_head_words(nk, hd);
+        v2 = kt2 + (int64_t)hp * nkp;
+    } else
+        pack_kv_head_bf16(kt2, v2, j->k, j->v, j->kv_ld, (int64_t)(h / group) * hd, nk, hd);
     for (int64_t i0 = 0; i0 < nq; i0 += 8) {
         const int rb = (int)(nq - i0 < 8 ? nq - i0 : 8);
         for (int r = 0; r < rb; r++) {
@@ -800,9 +824,9 @@ TB static void attention_head_bf16_task(void *arg, int64_t hh, int t)
 
 void mact_attention_bf16(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k, const float *v,
                          int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
-                         const float *bias, const uint8_t *key_ok, float *scratch)
+                         const float *bias, const uint8_t *key_ok, float *scratch, const uint32_t *kvp)
 {
-    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale};
+    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale, kvp};
     if ((double)nq * (double)nk * (double)hd * n_heads > 2e5) mact_parallel_for(n_heads, attention_head_bf16_task, &j);
     else for (int h = 0; h < n_heads; h++) attention_head_bf16_task(&j, h, 0);
 }

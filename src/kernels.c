@@ -549,9 +549,9 @@ void mact_attention(float *out, int64_t out_ld, const float *q, int64_t q_ld, co
     /* the blocked path pays off from a few query rows and keys on; tiny problems (pooling windows) stay
      * on the plain loop */
     const int isa = mact_isa_get();
-    if (isa >= MACT_ISA_AVX512BF16 && mact_get_precision() != MACT_PREC_FP32 && hd <= 128 && hd >= 2 && !(hd & 1) &&
-        nk >= 8 && nq * nk >= 64) {
-        mact_attention_bf16(out, out_ld, q, q_ld, k, v, kv_ld, nq, nk, n_heads, n_kv, hd, scale, bias, key_ok, scratch);
+    if (mact_attention_packable(nq, nk, hd)) {
+        mact_attention_bf16(out, out_ld, q, q_ld, k, v, kv_ld, nq, nk, n_heads, n_kv, hd, scale, bias, key_ok, scratch,
+                            NULL);
         return;
     }
     if (isa >= MACT_ISA_AVX512 && hd <= 128 && hd >= 1 && nk >= 8 && nq * nk >= 64) {
@@ -559,8 +559,32 @@ void mact_attention(float *out, int64_t out_ld, const float *q, int64_t q_ld, co
                               scratch);
         return;
     }
-    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale};
+    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale, NULL};
     run_tasks((int64_t)n_heads * nq, nq * nk * n_heads > 4096, attention_scalar_task, &j);
+}
+
+int mact_attention_packable(int64_t nq, int64_t nk, int hd)
+{
+    return mact_isa_get() >= MACT_ISA_AVX512BF16 && mact_get_precision() != MACT_PREC_FP32 && hd <= 128 && hd >= 2 &&
+           !(hd & 1) && nk >= 8 && nq * nk >= 64;
+}
+
+int64_t mact_attention_kv_packed_size(int64_t nk, int n_kv, int hd)
+{
+    const int64_t nkp = (nk + 15) & ~(int64_t)15;
+    return (int64_t)n_kv * ((int64_t)(hd / 2) * nkp + nkp / 2 * hd);
+}
+
+void mact_attention_kv_pack(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv, int hd)
+{
+    mact_attention_kv_pack_bf16(dst, k, v, kv_ld, nk, n_kv, hd);
+}
+
+void mact_attention_packed(float *out, int64_t out_ld, const float *q, int64_t q_ld, const uint32_t *kv, int64_t nq,
+                           int64_t nk, int n_heads, int n_kv, int hd, float scale, const float *bias,
+                           const uint8_t *key_ok, float *scratch)
+{
+    mact_attention_bf16(out, out_ld, q, q_ld, NULL, NULL, 0, nq, nk, n_heads, n_kv, hd, scale, bias, key_ok, scratch, kv);
 }
 
 /* ---- RoPE ---- */

@@ -128,6 +128,17 @@ void mact_attention(float *out, int64_t out_ld, const float *q, int64_t q_ld, co
                     int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
                     const float *bias, const uint8_t *key_ok, float *scratch);
 int64_t mact_attention_scratch(int64_t nk);
+/* Keys and values packed once for several attention calls over the same keys (the action expert's
+ * cross-attention reads one context in every flow step): per kv head, K transposed into bf16 d-pairs and V
+ * into bf16 key pairs, exactly what the bf16 path builds inside each call, so mact_attention_packed returns
+ * bitwise what mact_attention returns. Valid only where mact_attention_packable (the bf16 path would run:
+ * BF16/INT8 precision on AVX512BF16, even hd <= 128, nk >= 8, nq nk >= 64). Sizes in uint32. */
+int mact_attention_packable(int64_t nq, int64_t nk, int hd);
+int64_t mact_attention_kv_packed_size(int64_t nk, int n_kv, int hd);
+void mact_attention_kv_pack(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv, int hd);
+void mact_attention_packed(float *out, int64_t out_ld, const float *q, int64_t q_ld, const uint32_t *kv, int64_t nq,
+                           int64_t nk, int n_heads, int n_kv, int hd, float scale, const float *bias,
+                           const uint8_t *key_ok, float *scratch);
 /* One attention call as the thread pool's jobs see it (shared by the scalar and AVX-512 paths). */
 typedef struct {
     float *out, *scratch;
@@ -136,6 +147,7 @@ typedef struct {
     int64_t out_ld, q_ld, kv_ld, nq, nk;
     int n_heads, n_kv, hd;
     float scale;
+    const uint32_t *kvp;  /* packed K/V (mact_attention_kv_pack) or NULL: k and v */
 } mact_att_job;
 
 /* NeoX rotate-half RoPE on x [n, ld] heads of hd at head*hd, position p of row = pos[row]. */
@@ -190,7 +202,9 @@ void mact_attention_avx512(float *out, int64_t out_ld, const float *q, int64_t q
                            const float *bias, const uint8_t *key_ok, float *scratch);
 void mact_attention_bf16(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k, const float *v,
                          int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
-                         const float *bias, const uint8_t *key_ok, float *scratch);
+                         const float *bias, const uint8_t *key_ok, float *scratch, const uint32_t *kvp);
+void mact_attention_kv_pack_bf16(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv,
+                                 int hd);
 void mact_gelu_tanh_avx512(float *x, int64_t n);
 void mact_silu_mul_avx512(float *y, const float *gate, const float *val, int64_t n);
 void mact_layernorm_row_avx512(float *y, const float *x, const float *w, const float *b, float eps, int64_t dim);

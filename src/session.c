@@ -47,6 +47,11 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
     const int64_t SC = c->use_sampler ? c->sampler_c : 0, K = c->use_sampler ? c->sampler_k : 0;
     const int64_t maxkeys = max64(max64(P, N), max64(W, H));
     s->mod_cache_steps = MACT_MOD_CACHE_STEPS;
+    /* the packed cross-attention context exists only where the bf16 attention path can run */
+    const int64_t kvp_stride = s->m->precision != MACT_PRECISION_FP32 && mact_isa_get() >= MACT_ISA_AVX512BF16
+                                   ? mact_attention_kv_packed_size(N, c->ae_heads, c->ae_head_dim)
+                                   : 0;
+    s->a_kvp_stride = kvp_stride;
     plan_item plan[] = {
         {&s->v_pix, P * PD},
         {&s->v_x, P * VH},
@@ -80,6 +85,7 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
         {&s->a_vel, H * c->max_action_dim},
         {&s->a_kctx, L * N * AH},
         {&s->a_vctx, L * N * AH},
+        {&s->a_kvp, L * kvp_stride},
         {&s->p_embeds, (int64_t)s->max_images * c->tokens_per_image * D},
         {&s->p_hidden, N * D},
         {&s->p_bias, N * N},

@@ -22,6 +22,9 @@ struct mact_session {
     /* action expert */
     float *a_z, *a_u, *a_qkv, *a_att, *a_ff, *a_mod, *a_cond, *a_rope_cos, *a_rope_sin, *a_vel;
     float *a_kctx, *a_vctx;          /* [L, max_tokens, ae_hidden] for mact_action_generate */
+    float *a_kvp;                    /* the context's K/V packed per layer for the cross-attention
+                                      * (mact_attention_kv_pack), L x a_kvp_stride uint32; BF16/INT8 only */
+    int64_t a_kvp_stride;
     int mod_cache_steps, mod_steps;  /* a_mod holds the schedule of mod_steps steps (0 = none) */
     int a_rope_n;
     /* whole-pipeline buffers (mact_generate_from_ids) */

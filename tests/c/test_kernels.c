@@ -12,6 +12,7 @@
  *   bf16 path vs fp32 plain C    informational (observed ~2e-3: the bf16 rounding of x and w)
  *   attention out, |diff| / max|v|   <= 4e-6 (observed <= 1e-6: score errors amplified by exp)
  *   bf16 attention vs plain C on bf16-rounded q, k, v  <= 2.5e-3 (observed <= 1e-3; bound 2^-9 from p in bf16);
+ *                  with K/V packed once (mact_attention_kv_pack): bitwise equal to the unpacked call;
  *                  vs fp32 plain C informational (observed ~1e-2: q, k rounded to bf16 move the logits)
  *   layernorm / rmsnorm, |diff| / (|y| + 1e-3) <= 1e-5  (observed <= 1e-7); rows offset by 1e4
  *   gelu, |diff| / (|y| + |v|); silu*mul, |diff| / (|y| + 1e-6)   <= 4e-6 (observed <= 6e-7)
@@ -516,6 +517,18 @@ static void check_attention(int64_t nq, int64_t nk, int nh, int nkv, int hd, int
         mact_isa_set(max_isa);
         mact_set_precision(MACT_PREC_BF16);
         mact_attention(o, old, q, qld, k, v, kvld, nq, nk, nh, nkv, hd, scale, bias, ok, scr);
+        /* K/V packed once (the action expert's cross-attention across flow steps): bitwise the same output */
+        if (!mact_attention_packable(nq, nk, hd)) { good = 0; snprintf(why, sizeof why, "not packable in bf16 mode"); }
+        else {
+            uint32_t *kvp = malloc(4 * (size_t)mact_attention_kv_packed_size(nk, nkv, hd));
+            float *o_p = malloc(4 * (size_t)(nq * old));
+            for (int64_t i = 0; i < nq * old; i++) o_p[i] = 777.f;
+            mact_attention_kv_pack(kvp, k, v, kvld, nk, nkv, hd);
+            mact_attention_packed(o_p, old, q, qld, kvp, nq, nk, nh, nkv, hd, scale, bias, ok, scr);
+            if (memcmp(o_p, o, 4 * (size_t)(nq * old))) { good = 0; snprintf(why, sizeof why, "packed K/V output differs"); }
+            free(kvp);
+            free(o_p);
+        }
         mact_set_precision(MACT_PREC_FP32);
         double worst = 0, vs32 = 0;
         for (int64_t i = 0; i < nq * old; i++) {
