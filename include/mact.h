@@ -55,6 +55,13 @@ typedef struct {
     int encoder_mask;  /* MACT_ENC_*; FROM_CONFIG follows action_mode */
     int precision;     /* MACT_PRECISION_*; DEFAULT = BF16. Weights are repacked once at load for it. */
     int no_pack;       /* 1: keep weights in place (zero-copy, slower matmuls; for inspect-only use) */
+    /* Directory for a cache of the repacked weights (NULL: $MACT_PACK_CACHE if set, else no cache). A valid
+     * cache file for this checkpoint and precision is mapped read-only instead of repacking (cold start in
+     * about the time to read it); otherwise the weights are packed and the file is written there (as large as
+     * the packed weights: ~8.4 GB bf16, ~4.4 GB int8 for the full-size models). The key covers every file of
+     * the model directory (name, size, mtime), so a changed checkpoint gets a new file; old files are not
+     * deleted. Cache problems never fail the load: mact_model_info.pack_cache says what happened. */
+    const char *pack_cache_dir;
 } mact_load_options;
 
 /* Sizes an integrator needs to allocate buffers; all read from the checkpoint. */
@@ -73,6 +80,7 @@ typedef struct {
     int pooling_mask;        /* resolved MACT_POOL_* */
     int encoder_mask;        /* resolved MACT_ENC_* */
     int precision;           /* resolved MACT_PRECISION_* */
+    int pack_cache;          /* 0 no cache, 1 loaded from it, 2 packed and written to it, 3 cache not usable */
 } mact_model_info;
 
 int mact_model_load(const char *model_dir, const mact_load_options *opt, mact_model **out,

@@ -15,13 +15,16 @@
  * The table is process-wide, guarded by a rwlock; entries record their owner (the model) and a
  * fingerprint (the first and last 64 bytes of the source), checked on every lookup, so a freed model's
  * entries can never be mistaken for a new model's weights that happen to reuse an address. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "kernels.h"
 #include "npy.h"
@@ -432,6 +435,23 @@ static int have_pack(const void *w, int dtype, int64_t N, int64_t K, int fmt)
     return have;
 }
 
+/* The packed layout of a weight at buf (panels, then for MACT_PACK_I8 the scales and column sums). */
+static mact_packed describe_pack(const void *buf, int dtype, int64_t N, int64_t K, int fmt)
+{
+    const int64_t Kp = fmt == MACT_PACK_F32 ? K : fmt == MACT_PACK_I8 ? (K + 3) / 4 : (K + 1) / 2;
+    const int64_t np = (N + MACT_PANEL - 1) / MACT_PANEL;
+    mact_packed pk = {.N = N, .K = K, .Kp = Kp, .npanel = np, .fmt = fmt,
+                      .exact = fmt != MACT_PACK_I8 && (dtype == MACT_BF16 || fmt == MACT_PACK_F32), .data = buf};
+    if (fmt == MACT_PACK_I8) {
+        pk.scale = (const float *)((const uint8_t *)buf + (size_t)np * (size_t)Kp * 256);
+        pk.colsum = (const int32_t *)(pk.scale + np * MACT_PANEL);
+    }
+    return pk;
+}
+
+static int register_pack(const void *owner, const void *w, int dtype, int64_t N, int64_t K, const mact_packed *pk,
+                         size_t bytes, region *from, const ranges *rs);
+
 /* rg: carve the pack from this arena when it has room (else a separate allocation) */
 static int pack_one(const void *owner, const void *w, int dtype, int64_t N, int64_t K, int precision,
                     const ranges *rs, region *rg)
@@ -441,25 +461,28 @@ static int pack_one(const void *owner, const void *w, int dtype, int64_t N, int6
     if (!pack_plan(w, dtype, N, K, precision, &fmt, &bytes)) return 1;
     size_t esz = dtype == MACT_F32 ? 4 : 2, src_bytes = (size_t)N * (size_t)K * esz;
     if (have_pack(w, dtype, N, K, fmt)) return 0;
-    const int64_t Kp = fmt == MACT_PACK_F32 ? K : fmt == MACT_PACK_I8 ? (K + 3) / 4 : (K + 1) / 2;
-    const int64_t np = (N + MACT_PANEL - 1) / MACT_PANEL;
     void *buf = region_take(rg, bytes);
     region *from = buf ? rg : NULL;
     if (!buf) buf = pack_alloc(bytes);
     if (!buf) return MACT_ERR_NOMEM;
     populate_source(w, src_bytes);
-    float *scale = NULL;
-    int32_t *colsum = NULL;
-    if (fmt == MACT_PACK_I8) {
-        scale = (float *)((uint8_t *)buf + (size_t)np * (size_t)Kp * 256);
-        colsum = (int32_t *)(scale + np * MACT_PANEL);
-    }
+    mact_packed pk = describe_pack(buf, dtype, N, K, fmt);
+    const int64_t Kp = pk.Kp, np = pk.npanel;
     if (fmt == MACT_PACK_F32) pack_into_f32(buf, w, N, K, np);
-    else if (fmt == MACT_PACK_I8) pack_into_i8(buf, scale, colsum, w, dtype, N, K, Kp, np);
+    else if (fmt == MACT_PACK_I8) pack_into_i8(buf, (float *)pk.scale, (int32_t *)pk.colsum, w, dtype, N, K, Kp, np);
     else pack_into(buf, w, dtype, N, K, Kp, np);
-    mact_packed pk = {.N = N, .K = K, .Kp = Kp, .npanel = np, .fmt = fmt,
-                      .exact = fmt != MACT_PACK_I8 && (dtype == MACT_BF16 || fmt == MACT_PACK_F32), .data = buf,
-                      .scale = scale, .colsum = colsum};
+    return register_pack(owner, w, dtype, N, K, &pk, bytes, from, rs);
+}
+
+/* Enters pk (bytes long, carved from region `from` or an own allocation when NULL) into the table for w and
+ * drops w's file pages when rs is given. When w already has a pack of that format, pk is discarded. */
+static int register_pack(const void *owner, const void *w, int dtype, int64_t N, int64_t K, const mact_packed *pkp,
+                         size_t bytes, region *from, const ranges *rs)
+{
+    const mact_packed pk = *pkp;
+    const int fmt = pk.fmt;
+    void *buf = (void *)pk.data;
+    const size_t src_bytes = (size_t)N * (size_t)K * (dtype == MACT_F32 ? 4 : 2);
     pthread_rwlock_wrlock(&g_lock);
     entry *e = tab_find(w);
     if (e && !(e->dtype == dtype && e->N == N && e->K == K && fp_matches(e))) {
@@ -591,15 +614,256 @@ static void prep_one(const mact_tensor *t, void *arg, int lm)
     if (r < 0) p->rc = r;
 }
 
-int mact_kernels_prepare(struct mact_model *m, int precision, char *err, size_t errlen)
+/* ---- on-disk cache of a model's packs ----
+ * File <dir>/mact-<precision>-<key>.pack: a header, one table row per distinct packed weight in the order
+ * for_each_weight visits them, then (at a page boundary) the bytes of the preparing call's arena, which hold
+ * every pack at the table's offsets. The key hashes the pack format version, the precision, every regular
+ * file of the model directory (name, size, mtime) and each weight's dtype, shape and fingerprint, so an edited
+ * checkpoint (or adapter) never matches an old cache. A file that fails any check is ignored (and replaced);
+ * it is written to a temporary name and renamed, so readers never see a partial file. */
+#define PC_MAGIC "MACTPAK1"
+#define PC_VERSION 1u
+
+typedef struct {
+    char magic[8];
+    uint32_t version, precision;
+    uint64_t key, n, data_off, data_len, table_crc;
+} pc_header;
+
+typedef struct {
+    int32_t dtype, fmt;
+    int64_t N, K;
+    uint64_t off, bytes;
+} pc_row;
+
+typedef struct {
+    struct mact_model *m;
+    int precision;
+    uint64_t key;
+    pc_row *rows;
+    const void **keys;  /* the weight of each row, to skip a weight visited twice */
+    size_t n, cap;
+    int bad;
+    region *rg;         /* writing: the arena the packs must lie in */
+} pc_ctx;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static int seen_key(const pc_ctx *c, const void *w)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->keys[i] == w) return 1;
+    return 0;
+}
+
+/* the table this model and precision need (offsets filled in by the writer) and the key */
+static void pc_plan_one(const mact_tensor *t, void *arg, int lm)
+{
+    pc_ctx *c = arg;
+    int fmt;
+    size_t bytes;
+    if (c->bad || !t->data || t->ndim != 2) return;
+    if (!pack_plan(t->data, t->dtype, t->shape[0], t->shape[1], weight_precision(c->precision, lm), &fmt, &bytes)) return;
+    if (seen_key(c, t->data)) return;
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? 2 * c->cap : 256;
+        pc_row *nr = realloc(c->rows, nc * sizeof *nr);
+        const void **nk = nr ? realloc(c->keys, nc * sizeof *nk) : NULL;
+        if (nr) c->rows = nr;
+        if (!nr || !nk) { c->bad = 1; return; }
+        c->keys = nk;
+        c->cap = nc;
+    }
+    pc_row r = {.dtype = t->dtype, .fmt = fmt, .N = t->shape[0], .K = t->shape[1], .bytes = bytes};
+    c->rows[c->n] = r;
+    c->keys[c->n++] = t->data;
+    uint8_t fp[2 * FP_BYTES];
+    int len;
+    fingerprint(t->data, (size_t)r.N * (size_t)r.K * (t->dtype == MACT_F32 ? 4 : 2), fp, &len);
+    c->key = fnv(c->key, &r.dtype, sizeof r.dtype);
+    c->key = fnv(c->key, &r.fmt, sizeof r.fmt);
+    c->key = fnv(c->key, &r.N, sizeof r.N);
+    c->key = fnv(c->key, &r.K, sizeof r.K);
+    c->key = fnv(c->key, fp, (size_t)len);
+}
+
+static int pc_plan(pc_ctx *c, struct mact_model *m, int precision)
+{
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    c->precision = precision;
+    c->key = 0xcbf29ce484222325ULL;
+    const uint32_t v = PC_VERSION;
+    c->key = fnv(c->key, &v, sizeof v);
+    c->key = fnv(c->key, &precision, sizeof precision);
+    /* the model directory's files, sorted by name (readdir order is not stable) */
+    struct dirent **list = NULL;
+    int nf = scandir(m->dir, &list, NULL, alphasort);
+    for (int i = 0; i < nf; i++) {
+        char path[8192];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", m->dir, list[i]->d_name);
+        if (!stat(path, &st) && S_ISREG(st.st_mode)) {
+            int64_t meta[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
+            c->key = fnv(c->key, list[i]->d_name, strlen(list[i]->d_name) + 1);
+            c->key = fnv(c->key, meta, sizeof meta);
+        }
+        free(list[i]);
+    }
+    free(list);
+    if (nf < 0) return -1;
+    for_each_weight(m, pc_plan_one, c);
+    return c->bad ? -1 : 0;
+}
+
+static void pc_free(pc_ctx *c)
+{
+    free(c->rows);
+    free(c->keys);
+}
+
+static void pc_path(char *out, size_t len, const char *dir, int precision, uint64_t key)
+{
+    snprintf(out, len, "%s/mact-%s-%016llx.pack", dir, mact_precision_name(precision), (unsigned long long)key);
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* after a prepare that packed every weight into rg: write the cache file (0, or -1 when it could not) */
+static int pc_write(pc_ctx *c, const char *dir, region *rg)
+{
+    if (!rg) return -1;
+    for (size_t i = 0; i < c->n; i++) {
+        const mact_packed *pk = mact_packed_find(c->keys[i], c->rows[i].dtype, c->rows[i].N, c->rows[i].K,
+                                                 c->rows[i].fmt == MACT_PACK_I8    ? MACT_PREC_INT8
+                                                 : c->rows[i].fmt == MACT_PACK_F32 ? MACT_PREC_FP32
+                                                                                   : MACT_PREC_BF16);
+        const uint8_t *d = pk ? pk->data : NULL;
+        if (!pk || pk->fmt != c->rows[i].fmt || d < rg->base || d + c->rows[i].bytes > rg->base + rg->used) return -1;
+        c->rows[i].off = (uint64_t)(d - rg->base);
+    }
+    pc_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, PC_MAGIC, 8);
+    h.version = PC_VERSION;
+    h.precision = (uint32_t)c->precision;
+    h.key = c->key;
+    h.n = c->n;
+    h.data_off = (sizeof h + c->n * sizeof(pc_row) + 4095) & ~(uint64_t)4095;
+    h.data_len = rg->used;
+    h.table_crc = fnv(0xcbf29ce484222325ULL, c->rows, c->n * sizeof(pc_row));
+    char path[8192], tmp[8300];
+    pc_path(path, sizeof path, dir, c->precision, c->key);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    static const uint8_t zeros[4096];
+    size_t head = sizeof h + c->n * sizeof(pc_row);
+    int bad = write_all(fd, &h, sizeof h) || write_all(fd, c->rows, c->n * sizeof(pc_row)) ||
+              write_all(fd, zeros, (size_t)h.data_off - head) || write_all(fd, rg->base, rg->used);
+    if (close(fd)) bad = 1;
+    if (bad || rename(tmp, path)) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* map a valid cache file and register its packs: 1 when used, 0 when absent or invalid (nothing registered) */
+static int pc_load(pc_ctx *c, const char *dir, const ranges *rs)
+{
+    char path[8192];
+    pc_path(path, sizeof path, dir, c->precision, c->key);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    pc_header h;
+    pc_row *rows = NULL;
+    int ok = !fstat(fd, &st) && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && !memcmp(h.magic, PC_MAGIC, 8) &&
+             h.version == PC_VERSION && h.precision == (uint32_t)c->precision && h.key == c->key && h.n == c->n &&
+             h.data_off % 4096 == 0 && h.data_off >= sizeof h + h.n * sizeof(pc_row) &&
+             (uint64_t)st.st_size == h.data_off + h.data_len;
+    if (ok) {
+        rows = malloc(c->n * sizeof *rows + 1);
+        ok = rows && pread(fd, rows, c->n * sizeof *rows, sizeof h) == (ssize_t)(c->n * sizeof *rows) &&
+             fnv(0xcbf29ce484222325ULL, rows, c->n * sizeof *rows) == h.table_crc;
+    }
+    for (size_t i = 0; ok && i < c->n; i++)
+        ok = rows[i].dtype == c->rows[i].dtype && rows[i].fmt == c->rows[i].fmt && rows[i].N == c->rows[i].N &&
+             rows[i].K == c->rows[i].K && rows[i].bytes == c->rows[i].bytes && rows[i].off % 64 == 0 &&
+             rows[i].off <= h.data_len && rows[i].bytes <= h.data_len - rows[i].off;
+    void *map = MAP_FAILED;
+    if (ok) map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (!ok || map == MAP_FAILED) {
+        free(rows);
+        return 0;
+    }
+    region *rg = calloc(1, sizeof *rg);
+    if (!rg) {
+        munmap(map, (size_t)st.st_size);
+        free(rows);
+        return 0;
+    }
+    rg->base = map;
+    rg->len = rg->used = (size_t)st.st_size;
+    rg->refs = 1;
+    const uint8_t *data = (const uint8_t *)map + h.data_off;
+    for (size_t i = 0; i < c->n; i++) {
+        mact_packed pk = describe_pack(data + rows[i].off, rows[i].dtype, rows[i].N, rows[i].K, rows[i].fmt);
+        /* a weight packed already (by an earlier prepare) keeps its pack; the mapping then just goes unused */
+        if (register_pack(c->m, c->keys[i], rows[i].dtype, rows[i].N, rows[i].K, &pk, rows[i].bytes, rg, rs) < 0) break;
+    }
+    pthread_rwlock_wrlock(&g_lock);
+    region_unref(rg);  /* the registered packs hold the remaining references */
+    pthread_rwlock_unlock(&g_lock);
+    free(rows);
+    return 1;
+}
+
+int mact_kernels_prepare_cached(struct mact_model *m, int precision, const char *cache_dir, int *cache_status, char *err,
+                                size_t errlen)
+{
+    if (cache_status) *cache_status = MACT_PACK_CACHE_NONE;
     if (mact_isa_get() < MACT_ISA_AVX512) return 0;  /* only the AVX-512 kernels read packed weights */
     ranges rs;
     file_ranges(&rs);
+    pc_ctx pc;
+    int use_cache = cache_dir && *cache_dir && !pc_plan(&pc, m, precision);
+    if (cache_dir && *cache_dir && !use_cache) {
+        pc_free(&pc);
+        if (cache_status) *cache_status = MACT_PACK_CACHE_FAILED;
+    }
+    if (use_cache && pc_load(&pc, cache_dir, &rs)) {
+        if (cache_status) *cache_status = MACT_PACK_CACHE_LOADED;
+        use_cache = 0;  /* anything the cache did not hold (nothing, normally) is packed below */
+        pc_free(&pc);
+    }
     prep_ctx p = {.m = m, .precision = precision, .rs = &rs};
     for_each_weight(m, count_one, &p);
     if (p.total) p.rg = region_new(p.total);  /* NULL: every pack gets its own allocation */
     for_each_weight(m, prep_one, &p);
+    if (use_cache) {
+        int w = p.rc ? -1 : pc_write(&pc, cache_dir, p.rg);
+        if (cache_status) *cache_status = w ? MACT_PACK_CACHE_FAILED : MACT_PACK_CACHE_WRITTEN;
+        pc_free(&pc);
+    }
     if (p.rg) {
         pthread_rwlock_wrlock(&g_lock);
         region_unref(p.rg);  /* the packs hold the remaining references */
@@ -612,4 +876,9 @@ int mact_kernels_prepare(struct mact_model *m, int precision, char *err, size_t 
         return p.rc;
     }
     return 0;
+}
+
+int mact_kernels_prepare(struct mact_model *m, int precision, char *err, size_t errlen)
+{
+    return mact_kernels_prepare_cached(m, precision, NULL, NULL, err, errlen);
 }

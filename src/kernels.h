@@ -93,6 +93,13 @@ static inline void mact_matmul_residual(float *y, const float *x, const mact_ten
  * holds one copy of each weight. Idempotent; returns 0 or MACT_ERR_NOMEM with err filled.
  * Without it every matmul takes the row-major path (correct, slower). */
 int mact_kernels_prepare(struct mact_model *m, int precision, char *err, size_t errlen);
+/* Same, with an on-disk cache of the packs in cache_dir (gemm_pack.c: keyed by the model directory's files,
+ * every weight's shape and fingerprint, the precision and the format version): a valid cache file is mapped
+ * read-only instead of packing; otherwise the weights are packed and the file written. Cache problems never
+ * fail the call; *cache_status (may be NULL) says what happened: */
+enum { MACT_PACK_CACHE_NONE = 0, MACT_PACK_CACHE_LOADED = 1, MACT_PACK_CACHE_WRITTEN = 2, MACT_PACK_CACHE_FAILED = 3 };
+int mact_kernels_prepare_cached(struct mact_model *m, int precision, const char *cache_dir, int *cache_status, char *err,
+                                size_t errlen);
 void mact_kernels_release(const struct mact_model *m);
 /* One weight (tests, benchmarks); owner is any pointer later passed to mact_kernels_release_owner.
  * drop_source: madvise the source pages away when they are file-backed. Returns 0, 1 when the weight

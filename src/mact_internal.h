@@ -139,6 +139,7 @@ struct mact_model {
     int frame_dim;
     int precision;                   /* resolved MACT_PRECISION_* (FP32 or BF16) */
     int packed;                      /* mact_kernels_prepare ran: release at free */
+    int pack_cache;                  /* MACT_PACK_CACHE_* of the load */
 };
 
 /* model.c */

@@ -584,7 +584,8 @@ int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **
     }
     if (!(opt && opt->no_pack)) {
         /* weights repacked once into the matmul's panel layout for this precision (src/gemm_pack.c) */
-        if ((rc = mact_kernels_prepare(m, mact_prec_of(m->precision), err, errlen)))
+        const char *cache = opt && opt->pack_cache_dir ? opt->pack_cache_dir : getenv("MACT_PACK_CACHE");
+        if ((rc = mact_kernels_prepare_cached(m, mact_prec_of(m->precision), cache, &m->pack_cache, err, errlen)))
             goto fail;
         m->packed = 1;
     }
@@ -644,6 +645,7 @@ void mact_model_get_info(const mact_model *m, mact_model_info *i)
     i->pooling_mask = c->pooling_mask;
     i->encoder_mask = c->encoder_mask;
     i->precision = m->precision;
+    i->pack_cache = m->pack_cache;
 }
 
 /* ---- describe (mact inspect) ---- */

@@ -170,17 +170,19 @@ static double gemm_bench(int64_t M, int64_t N, int64_t K, int prec)
 static int bench_usage(FILE *f)
 {
     fprintf(f, "usage: mact bench [--model DIR | --preset libero|so101] [--threads N] [--precision fp32|bf16|int8]\n"
-               "                  [--iters N] [--no-pack]\n"
+               "                  [--iters N] [--no-pack] [--pack-cache DIR]\n"
                "  --preset: shapes (libero: N=130, H=10, 2 steps; so101: N=136, H=30, 10 steps, both 2 cameras);\n"
                "            without --model the full-size random checkpoint of the preset is synthesized once\n"
                "            into $MACT_CACHE/bench-PRESET (default ~/.cache/mact)\n"
-               "  --no-pack: leave the weights unpacked (row-major kernels; bf16 precision then computes in fp32)\n");
+               "  --no-pack: leave the weights unpacked (row-major kernels; bf16 precision then computes in fp32)\n"
+               "  --pack-cache DIR: map the packed weights from a cache file there (written on the first run;\n"
+               "            default $MACT_PACK_CACHE): the cold start then shows the cached load\n");
     return 2;
 }
 
 int cmd_bench(int argc, char **argv)
 {
-    const char *model = NULL, *preset = "libero";
+    const char *model = NULL, *preset = "libero", *pack_cache = getenv("MACT_PACK_CACHE");
     int threads = 0, iters = 5, prec = MACT_PREC_BF16, pack = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -191,8 +193,9 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--iters") && more) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--precision") && more) {
             prec = mact_precision_from_name(argv[++i]);
-            if (prec < 0) { fprintf(stderr, "mact bench: --precision must be fp32 or bf16\n"); return 2; }
+            if (prec < 0) { fprintf(stderr, "mact bench: --precision must be fp32, bf16 or int8\n"); return 2; }
         } else if (!strcmp(a, "--no-pack")) pack = 0;
+        else if (!strcmp(a, "--pack-cache") && more) pack_cache = argv[++i];
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
         else return bench_usage(stderr);
     }
@@ -239,7 +242,8 @@ int cmd_bench(int argc, char **argv)
     if (mact_model_load(model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact bench: %s\n", err); return 1; }
     double t_load = now_s() - t0;
     t0 = now_s();
-    if (pack && mact_kernels_prepare(m, prec, err, sizeof err)) {
+    int cache_status = 0;
+    if (pack && mact_kernels_prepare_cached(m, prec, pack_cache, &cache_status, err, sizeof err)) {
         fprintf(stderr, "mact bench: %s\n", err);
         mact_model_free(m);
         return 1;
@@ -291,8 +295,10 @@ int cmd_bench(int argc, char **argv)
     printf("mact bench: %s\n  preset %s: %d images, N = %d tokens, H = %d, %d flow steps; precision %s; %d threads; "
            "isa %s; %d iterations after 1 warm-up\n",
            model, preset, n_img, N, H, steps, mact_precision_name(prec), threads, mact_isa_name(mact_isa_get()), iters);
-    printf("  cold start: load %.2f s + pack %.2f s = %.2f s (packed %.0f MiB)\n", t_load, t_pack, t_load + t_pack,
-           (double)mact_packed_bytes() / 1048576.0);
+    static const char *const cache_names[4] = {"", ", from the pack cache", ", pack cache written",
+                                               ", pack cache not usable"};
+    printf("  cold start: load %.2f s + pack %.2f s = %.2f s (packed %.0f MiB%s)\n", t_load, t_pack, t_load + t_pack,
+           (double)mact_packed_bytes() / 1048576.0, cache_names[cache_status & 3]);
     fflush(stdout);
 
     /* warm-up through the pipeline entry point */

@@ -68,6 +68,7 @@ typedef struct {
     const char *model, *task, *state, *norm_tag, *noise, *dump;
     const char *images[MAX_CAMS];
     int n_images, steps, json, threads, n_action_steps, has_seed, precision;
+    const char *pack_cache;
     uint64_t seed;
 } run_args;
 
@@ -79,7 +80,7 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     float state[64], *noise = NULL, *actions = NULL;
     int ns = 0, rc = 1;
     if (parse_floats(a->state, state, 64, &ns)) { fprintf(stderr, "mact: --state: expected up to 64 numbers\n"); return 1; }
-    mact_load_options lo = {.precision = a->precision};
+    mact_load_options lo = {.precision = a->precision, .pack_cache_dir = a->pack_cache};
     if (mact_model_load(a->model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
     mact_model_info mi;
     mact_model_get_info(m, &mi);
@@ -127,6 +128,7 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
         }
         mact_array_free(&o);
     }
+    static const char *const cache_names[4] = {"none", "loaded", "written", "unusable"};
     if (a->json) {
         printf("{\"actions\": [");
         for (int r = 0; r < steps; r++) {
@@ -135,8 +137,8 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
             printf("]");
         }
         printf("], \"n_tokens\": %d, \"horizon\": %d, \"timings_ms\": {\"preprocess\": %.3f, \"vision\": %.3f, "
-               "\"llm\": %.3f, \"action\": %.3f, \"total\": %.3f}}\n", t.n_tokens, t.horizon, t.preprocess_ms,
-               t.vision_ms, t.llm_ms, t.action_ms, t.total_ms);
+               "\"llm\": %.3f, \"action\": %.3f, \"total\": %.3f}, \"pack_cache\": \"%s\"}\n", t.n_tokens, t.horizon,
+               t.preprocess_ms, t.vision_ms, t.llm_ms, t.action_ms, t.total_ms, cache_names[mi.pack_cache & 3]);
     } else {
         printf("actions [%d x %d] (robot units):\n", steps, adim);
         for (int r = 0; r < steps; r++) {
@@ -178,6 +180,7 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(k, "--dump")) a.dump = v;
         else if (!strcmp(k, "--threads")) a.threads = atoi(v);
         else if (!strcmp(k, "--n-action-steps")) a.n_action_steps = atoi(v);
+        else if (!strcmp(k, "--pack-cache")) a.pack_cache = v;
         else if (!strcmp(k, "--precision")) {
             if ((a.precision = mact_precision_parse(v)) < 0) {
                 fprintf(stderr, "mact run: --precision is fp32, bf16 or int8\n");
@@ -189,7 +192,8 @@ int cmd_run(int argc, char **argv)
     if (!a.model || !a.n_images || !a.task || !a.state) {
         fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
                         "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
-                        "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32|int8 (default bf16)]\n");
+                        "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32|int8 (default bf16)]\n"
+                        "       [--pack-cache DIR (cache of the repacked weights; default $MACT_PACK_CACHE)]\n");
         return 2;
     }
     if (a.steps < 0) { fprintf(stderr, "mact run: --steps must be >= 1\n"); return 2; }
