@@ -21,6 +21,7 @@
 #include "kernels.h"
 #include "session.h"
 #include "threadpool.h"
+#include "vecmath_avx512.h"
 
 #define TV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni")))
 #define INL inline __attribute__((always_inline))
@@ -148,32 +149,6 @@ void mact_gemm_i8_scalar(float *y, int64_t ldy, const float *x, int64_t ldx, con
 
 /* ---- AVX512-VNNI ---- */
 
-/* exp and gelu as gemm_avx512.c's (kept local: those are inline there) */
-TV static INL __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-104.f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-    return _mm512_scalef_ps(p, n);
-}
-
-TV static INL __m512 gelu512(__m512 v)
-{
-    __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
-    __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), v3, v));
-    __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.f), u));
-    return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.f), e));
-}
-
 typedef struct {
     float *y;             /* tile origin (row mt, column n0) */
     int64_t ldy;
@@ -288,14 +263,14 @@ TV static void panel_task(void *arg, int64_t p, int tid)
     for (int64_t kb = 0; kb < Kq; kb += KC) {
         const int64_t kn = Kq - kb < KC ? Kq - kb : KC;
         const int first = kb == 0, last = kb + kn == Kq;
-        const char *next = last ? NULL : (const char *)B + (kb + kn) * 256;
-        const int64_t kpf = last ? 0 : (Kq - kb - kn < kn ? Kq - kb - kn : kn);
+        /* the first row tile streams the block: prefetch 16 rows ahead of it (gemm_avx512.c, PF_AHEAD) */
+        const char *ahead = (const char *)B + (kb + 16) * 256;
         for (int64_t mt = 0; mt < M; mt += MR) {
             const int mr = (int)(M - mt < MR ? M - mt : MR);
             ea.y = j->y + mt * j->ldy + n0;
             ea.rs = j->rs + mt;
             ea.rz = j->rz + mt;
-            const char *pf = mt + MR >= M && kpf == kn ? next : NULL;
+            const char *pf = mt == 0 ? ahead : NULL;
             ki[mr](j->A + mt * Kq + kb, Kq, B + kb * 256, kn, cb ? cb + mt * 64 : NULL, first, last, &ea, pf);
         }
     }
