@@ -723,20 +723,52 @@ static const pvb_fn pvb_tab[9] = {0, attn_pv_bf16_1, attn_pv_bf16_2, attn_pv_bf1
                                   attn_pv_bf16_6, attn_pv_bf16_7, attn_pv_bf16_8};
 
 /* one head: K as d pairs [hd/2][nkp], V as key pairs [nkp/2][hd] (bf16, zero past nk), then blocks of 8 rows */
-/* one kv head (its columns at koff) -> kt2 [hp, nkp] d-pairs of K^T and v2 [np2, hd] key pairs of V, as bf16 */
-static void pack_kv_head_bf16(uint32_t *kt2, uint32_t *v2, const float *k, const float *v, int64_t kv_ld, int64_t koff,
-                              int64_t nk, int hd)
+/* 16 fp32 (as bits) -> bf16 bits in each lane's low half, rounding to nearest even exactly as bf16_bits */
+TF static INL __m512i bf16_round16(__m512i u)
+{
+    __m512i r = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
+    r = _mm512_add_epi32(r, _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    return _mm512_srli_epi32(r, 16);
+}
+
+/* 8 (even, odd) fp32 pairs as 64-bit lanes -> 8 bf16 pairs (even in the low half) */
+TF static INL __m256i bf16_pairs8(__m512i pairs)
+{
+    __m512i r = bf16_round16(pairs);  /* per 64-bit lane: lo = bf(even), bits 32..47 = bf(odd) */
+    r = _mm512_or_si512(r, _mm512_srli_epi64(r, 16));
+    return _mm512_cvtepi64_epi32(r);
+}
+
+/* one kv head (its columns at koff) -> kt2 [hp, nkp] d-pairs of K^T and v2 [np2, hd] key pairs of V, as bf16
+ * (keys past nk are zero). K: 8 keys at a time, each (K[j, 2d], K[j, 2d + 1]) fetched as one 64-bit gather lane;
+ * V: two key rows at a time, 16 columns per step. */
+TF static void pack_kv_head_bf16(uint32_t *kt2, uint32_t *v2, const float *k, const float *v, int64_t kv_ld,
+                                 int64_t koff, int64_t nk, int hd)
 {
     const int hp = hd / 2;
     const int64_t nkp = (nk + 15) & ~(int64_t)15, np2 = nkp / 2;
-    for (int64_t jj = 0; jj < nkp; jj++) {
-        const float *kr = k + jj * kv_ld + koff;
-        for (int d = 0; d < hp; d++) kt2[d * nkp + jj] = jj < nk ? bf16_bits(kr[2 * d]) | bf16_bits(kr[2 * d + 1]) << 16 : 0u;
+    const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)kv_ld));
+    for (int64_t j0 = 0; j0 < nkp; j0 += 8) {
+        const int64_t live = nk - j0 <= 0 ? 0 : nk - j0 >= 8 ? 8 : nk - j0;
+        const __mmask8 m = (__mmask8)((1u << live) - 1);
+        const float *base = k + (live ? j0 * kv_ld : 0) + koff;
+        for (int d = 0; d < hp; d++) {
+            __m512i pr = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), m, step, base + 2 * d, 4);
+            _mm256_storeu_si256((__m256i *)(kt2 + (int64_t)d * nkp + j0),
+                                _mm256_maskz_mov_epi32(m, bf16_pairs8(pr)));
+        }
     }
+    const int h16 = hd & ~15;
+    const __mmask16 tm = (__mmask16)((1u << (hd - h16)) - 1);
     for (int64_t jp = 0; jp < np2; jp++) {
-        const float *a = v + (2 * jp) * kv_ld + koff, *b = a + kv_ld;
         const int ha = 2 * jp < nk, hb = 2 * jp + 1 < nk;
-        for (int c = 0; c < hd; c++) v2[jp * hd + c] = (ha ? bf16_bits(a[c]) : 0u) | (hb ? bf16_bits(b[c]) : 0u) << 16;
+        const float *a = v + (ha ? 2 * jp : 0) * kv_ld + koff, *b = v + (hb ? 2 * jp + 1 : 0) * kv_ld + koff;
+        for (int c = 0; c < hd; c += 16) {
+            const __mmask16 cm = c < h16 ? (__mmask16)0xffff : tm;
+            __m512i ra = ha ? bf16_round16(_mm512_maskz_loadu_epi32(cm, a + c)) : _mm512_setzero_si512();
+            __m512i rb = hb ? bf16_round16(_mm512_maskz_loadu_epi32(cm, b + c)) : _mm512_setzero_si512();
+            _mm512_mask_storeu_epi32(v2 + jp * hd + c, cm, _mm512_or_si512(ra, _mm512_slli_epi32(rb, 16)));
+        }
     }
 }
 
