@@ -3,15 +3,16 @@
  *
  * Three layers:
  *   - row-major paths (scalar, AVX2, AVX-512) that read the weight where the loader left it (zero-copy);
- *   - packed paths (AVX-512 F and AVX-512 BF16) over weights repacked once by mact_kernels_prepare into
- *     64-column panels (bf16 pairs, or fp32 for F32 weights in FP32 mode; src/gemm_pack.c,
- *     src/gemm_avx512.c); mact_matmul* looks the weight up by its data pointer and falls back to the
- *     row-major path when it was not prepared;
+ *   - packed paths (AVX-512 F, AVX-512 BF16, AVX512-VNNI) over weights repacked once by mact_kernels_prepare
+ *     into 64-column panels (bf16 pairs, fp32 for F32 weights in FP32 mode, int8 quads in INT8 mode;
+ *     src/gemm_pack.c, src/gemm_avx512.c, src/gemm_int8.c); mact_matmul* looks the weight up by its data
+ *     pointer and falls back to the row-major path when it was not prepared;
  *   - the precision mode (mact_set_precision): FP32 is exact fp32 arithmetic on the stored weights (the
  *     parity mode); BF16 rounds each GEMM's activations to bf16 and multiplies them with bf16 weights
  *     (vdpbf16ps, fp32 accumulation), and runs attention's q k^T and p v as bf16 products. BF16 needs the
  *     AVX512BF16 ISA level (and prepared weights for the GEMMs); every other path computes in FP32
- *     whatever the mode. Norms, softmax, activations and all accumulations stay fp32.
+ *     whatever the mode. INT8 is BF16 plus int8 GEMMs for the weights that have an int8 pack (below).
+ *     Norms, softmax, activations and all accumulations stay fp32 (int32 inside the int8 GEMM).
  * Threads: a persistent pool (src/threadpool.h; why not OpenMP regions: see there). Work is split into
  * whole units (a 64-column panel, a head, a row block) computed the same way by whichever thread runs
  * them, so results never depend on the thread count. */

@@ -60,8 +60,8 @@ run_mode() {
     grep -qE ' (PASS|FAIL)$' "$log" || { echo "FAIL parity_${name}_$prec: no rows"; tail -3 "$log"; }
 }
 # int8 with massive activations (residual stream ~5e3; the GEMM inputs after RMSNorm are quantized per row):
-# cosine >= 0.999 (observed >= 0.9998), actions max abs <= 0.15 (observed ~0.06)
-run_mode tiny_massive int8 0.15
+# cosine >= 0.999 (observed >= 0.99988 over 3 runs), actions max abs <= 0.25 (observed 0.034-0.068)
+run_mode tiny_massive int8 0.25
 if [ "${MACT_PARITY_WIDE:-1}" != 0 ]; then
     # the real widths (1152 / 2560 / 768, real head counts): LIBERO LP-VTP-SD and SO101 settings
     run_case wide_libero   "wide"                                 "--n-images 2 --seq-len 130 --steps 2 --horizon 10"
@@ -69,8 +69,8 @@ if [ "${MACT_PARITY_WIDE:-1}" != 0 ]; then
     # per boundary (issue #7; observed >= 0.99999); the relative max-error bound is informational in bf16;
     # actions max abs <= 0.05 (observed ~0.01)
     run_mode wide_libero bf16 0.05
-    # int8 mode (LLM and action expert weights int8, GEMM inputs u8): cosine >= 0.999 (observed >= 0.9998),
-    # actions max abs <= 0.15 (observed ~0.05 at |ref| ~3.3)
-    run_mode wide_libero int8 0.15
+    # int8 mode (LLM and action expert weights int8, GEMM inputs u8): cosine >= 0.999 (observed >= 0.99984
+    # over 3 runs), actions max abs <= 0.25 (observed 0.047-0.082 at max|ref| 3.3-5)
+    run_mode wide_libero int8 0.25
     run_case wide_so101    "wide --norm-tag so101"                "--n-images 2 --seq-len 136 --steps 10 --horizon 30"
 fi

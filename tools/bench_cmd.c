@@ -374,8 +374,12 @@ int cmd_bench(int argc, char **argv)
         printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", names[i], med[i] * 1e3, mins[i] * 1e3, fl3[i],
                fl3[i] / med[i], pk > 0 ? 100.0 * fl3[i] / med[i] / pk : 0.0);
     }
-    printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
-           (fv + fl + fa) / mt, gpeak > 0 ? 100.0 * (fv + fl + fa) / mt / gpeak : 0.0);
+    if (prec == MACT_PREC_INT8)  /* bf16 and int8 stages: no single peak to compare the sum with */
+        printf("  %-8s %10.1f %10.1f %9.1f %10.1f %12s\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
+               (fv + fl + fa) / mt, "-");
+    else
+        printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
+               (fv + fl + fa) / mt, gpeak > 0 ? 100.0 * (fv + fl + fa) / mt / gpeak : 0.0);
     double sb = action_step_bytes(m, pack ? prec : MACT_PREC_FP32);
     const double mc = median(tc, iters), per_step = (ma - mc) / steps;
     printf("  llm prefill: %.1f tokens/s; action: context %.1f ms, then %.1f ms per flow step reading %.0f MiB of "
