@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `mact bench` works end to end in every precision on a tiny checkpoint (the numbers themselves are not
+# checked: no timing assertions in tests): exit 0, every stage row, the staged run equal to the pipeline run
+# (bitwise), the int8 peak lines in int8; a second run with --pack-cache maps the cache; bad arguments are
+# refused with a message.
+set -u
+cd "$(dirname "$0")/.."
+MACT=${MACT_BIN:-build/mact}
+T=${MACT_TMP:-$(mktemp -d)}/bench; rm -rf "$T"; mkdir -p "$T"
+$MACT synth tiny "$T/model" --seed 4 >/dev/null || { echo "FAIL bench_synth: mact synth tiny failed"; exit 1; }
+for p in fp32 bf16 int8; do
+    $MACT bench --model "$T/model" --precision $p --iters 2 >"$T/$p.log" 2>&1; rc=$?
+    why=""
+    [ $rc -eq 0 ] || why="exit $rc"
+    for row in vision llm action total; do grep -qE "^  $row +[0-9]" "$T/$p.log" || why="$why; no $row row"; done
+    grep -q 'staged vs pipeline max |diff| 0$' "$T/$p.log" || why="$why; staged and pipeline outputs differ"
+    grep -q "precision $p;" "$T/$p.log" || why="$why; precision not $p"
+    if [ $p = int8 ] && grep -q avx512_vnni /proc/cpuinfo; then
+        grep -q 'int8 GEMM peak' "$T/$p.log" || why="$why; no int8 peak line"
+    fi
+    [ -z "$why" ] && echo "PASS bench_$p" || { echo "FAIL bench_$p: ${why#; }"; tail -3 "$T/$p.log"; }
+done
+if grep -qw avx512f /proc/cpuinfo; then
+    $MACT bench --model "$T/model" --iters 1 --pack-cache "$T" >/dev/null 2>&1
+    $MACT bench --model "$T/model" --iters 1 --pack-cache "$T" >"$T/cached.log" 2>&1
+    grep -q 'from the pack cache' "$T/cached.log" && echo "PASS bench_pack_cache" \
+        || { echo "FAIL bench_pack_cache: second run did not map the cache"; grep cold "$T/cached.log"; }
+fi
+out=$($MACT bench --model "$T/model" --precision fp16 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q 'fp32, bf16 or int8' && echo "PASS bench_bad_precision" \
+    || echo "FAIL bench_bad_precision: exit $rc: $out"
+out=$($MACT bench --model "$T/no_such_model" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q 'no_such_model' && echo "PASS bench_missing_model" \
+    || echo "FAIL bench_missing_model: exit $rc: $out"
