@@ -39,14 +39,12 @@ static void norm_modulate(const mact_config *c, float *u, const float *z, int64_
 {
     const int64_t AH = c->ae_hidden;
     mact_rmsnorm(u, z, NULL, c->ae_eps, h, AH, AH);
-    for (int64_t i = 0; i < h; i++)
-        for (int64_t d = 0; d < AH; d++) u[i * AH + d] = u[i * AH + d] * (1.f + scale[d]) + shift[d];
+    mact_modulate_rows(u, h, AH, shift, scale);
 }
 
 static void gated_add(float *z, const float *y, const float *gate, int64_t h, int64_t AH)
 {
-    for (int64_t i = 0; i < h; i++)
-        for (int64_t d = 0; d < AH; d++) z[i * AH + d] += gate[d] * y[i * AH + d];
+    mact_gated_add_rows(z, y, gate, h, AH);
 }
 
 static void ensure_ae_rope(struct mact_session *s)

@@ -176,6 +176,38 @@ TF void mact_rmsnorm_row_avx512(float *y, const float *x, const float *w, float 
     }
 }
 
+/* ---- adaLN modulation and gated residual rows (the action expert's elementwise work per block) ---- */
+
+TF void mact_modulate_rows_avx512(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale)
+{
+    const int64_t d16 = dim & ~(int64_t)15;
+    const __mmask16 tm = (__mmask16)((1u << (dim - d16)) - 1);
+    for (int64_t d = 0; d < dim; d += 16) {
+        const __mmask16 m = d < d16 ? (__mmask16)0xffff : tm;
+        const __m512 s1 = _mm512_add_ps(_mm512_set1_ps(1.f), _mm512_maskz_loadu_ps(m, scale + d));
+        const __m512 sh = _mm512_maskz_loadu_ps(m, shift + d);
+        for (int64_t r = 0; r < rows; r++) {
+            float *p = y + r * dim + d;
+            _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, p), s1), sh));
+        }
+    }
+}
+
+TF void mact_gated_add_rows_avx512(float *z, const float *y, const float *gate, int64_t rows, int64_t dim)
+{
+    const int64_t d16 = dim & ~(int64_t)15;
+    const __mmask16 tm = (__mmask16)((1u << (dim - d16)) - 1);
+    for (int64_t d = 0; d < dim; d += 16) {
+        const __mmask16 m = d < d16 ? (__mmask16)0xffff : tm;
+        const __m512 g = _mm512_maskz_loadu_ps(m, gate + d);
+        for (int64_t r = 0; r < rows; r++) {
+            float *p = z + r * dim + d;
+            __m512 v = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, y + r * dim + d));
+            _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), v));
+        }
+    }
+}
+
 /* ---- GEMM micro-kernels ---- */
 
 typedef struct {

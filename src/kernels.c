@@ -492,6 +492,26 @@ void mact_add_inplace(float *y, const float *x, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+void mact_modulate_rows(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale)
+{
+    if (mact_isa_get() >= MACT_ISA_AVX512) {
+        mact_modulate_rows_avx512(y, rows, dim, shift, scale);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < dim; d++) y[r * dim + d] = y[r * dim + d] * (1.f + scale[d]) + shift[d];
+}
+
+void mact_gated_add_rows(float *z, const float *y, const float *gate, int64_t rows, int64_t dim)
+{
+    if (mact_isa_get() >= MACT_ISA_AVX512) {
+        mact_gated_add_rows_avx512(z, y, gate, rows, dim);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < dim; d++) z[r * dim + d] += gate[d] * y[r * dim + d];
+}
+
 /* ---- attention ---- */
 
 /* Per thread: the plain-C path needs nk + 16; the AVX-512 paths a transposed K head (hd <= 128 floats, or

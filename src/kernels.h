@@ -125,6 +125,10 @@ void mact_silu_mul_rows(float *y, int64_t ldy, const float *gate, const float *v
                         int64_t n);
 /* y[i] += x[i] */
 void mact_add_inplace(float *y, const float *x, int64_t n);
+/* adaLN: y[r, d] = y[r, d] * (1 + scale[d]) + shift[d], rows of dim, contiguous */
+void mact_modulate_rows(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
+/* gated residual: z[r, d] += gate[d] * y[r, d] */
+void mact_gated_add_rows(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
 
 /* Multi-head attention, softmax in fp32 (in BF16 precision on AVX512BF16: q k^T and p v as bf16 dot products
  * with fp32 accumulation, the softmax in fp32).
@@ -217,6 +221,8 @@ void mact_gelu_tanh_avx512(float *x, int64_t n);
 void mact_silu_mul_avx512(float *y, const float *gate, const float *val, int64_t n);
 void mact_layernorm_row_avx512(float *y, const float *x, const float *w, const float *b, float eps, int64_t dim);
 void mact_rmsnorm_row_avx512(float *y, const float *x, const float *w, float eps, int64_t dim);
+void mact_modulate_rows_avx512(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
+void mact_gated_add_rows_avx512(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
 /* The thread count above which a GEMM of this size is split (shared by both matmul paths). */
 int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
 

@@ -17,6 +17,7 @@
  *   layernorm / rmsnorm, |diff| / (|y| + 1e-3) <= 1e-5  (observed <= 1e-7); rows offset by 1e4
  *   gelu, |diff| / (|y| + |v|); silu*mul, |diff| / (|y| + 1e-6)   <= 4e-6 (observed <= 6e-7)
  *   rope vs double reference      <= 1e-6 relative to |x| (observed <= 1.2e-7)
+ *   adaLN modulate / gated add vs double reference  <= 4e-7 relative to the terms (two roundings, or one fma)
  *   int8 paths (VNNI and plain C) vs an emulation of the int8 formulas written in the test
  *                                <= 2e-6   (the integer sums are exact; only the fp32 rescale rounds)
  *   int8 vs fp32 plain C          <= 1 x the worst-case quantization bound sum_k |x| dw + |w| dx + dx dw
@@ -629,6 +630,44 @@ static void check_act(int64_t n, double *obs)
     free(x); free(g); free(r1); free(r2);
 }
 
+/* adaLN modulation and gated residual rows: every path against the plain-C loop and a double reference;
+ * error relative to the terms (|y (1 + s)| + |shift|, |z| + |g y|): two roundings at most (observed <= 1.5e-7) */
+static void check_adaln(int64_t rows, int64_t dim, double *obs)
+{
+    const size_t n = (size_t)(rows * dim);
+    float *y = malloc(4 * n + 4), *z = malloc(4 * n + 4), *o = malloc(4 * n + 4), *sh = malloc(4 * (size_t)dim + 4),
+          *sc = malloc(4 * (size_t)dim + 4), *g = malloc(4 * (size_t)dim + 4);
+    for (size_t i = 0; i < n; i++) { y[i] = 3.f * rnorm(); z[i] = 3.f * rnorm(); }
+    for (int64_t d = 0; d < dim; d++) { sh[d] = rnorm(); sc[d] = 0.5f * rnorm(); g[d] = rnorm(); }
+    int good = 1;
+    char why[200] = "", name[100];
+    for (int isa = MACT_ISA_SCALAR; isa <= max_isa && good; isa++) {
+        mact_isa_set(isa);
+        for (int kind = 0; kind < 2 && good; kind++) {
+            memcpy(o, kind ? z : y, 4 * n);
+            if (kind) mact_gated_add_rows(o, y, g, rows, dim);
+            else mact_modulate_rows(o, rows, dim, sh, sc);
+            for (size_t i = 0; i < n; i++) {
+                const int64_t d = (int64_t)(i % (size_t)dim);
+                double ref = kind ? (double)z[i] + (double)g[d] * y[i] : (double)y[i] * (1.0 + (double)sc[d]) + sh[d];
+                double mag = kind ? fabs(z[i]) + fabs((double)g[d] * y[i]) : fabs(y[i] * (1.0 + sc[d])) + fabs(sh[d]);
+                double e = fabs(o[i] - ref) / (mag + 1e-30);
+                if (e > *obs) *obs = e;
+                if (!(e <= 4e-7)) {
+                    good = 0;
+                    snprintf(why, sizeof why, "%s %s: %g vs %g", mact_isa_name(isa), kind ? "gated_add" : "modulate",
+                             o[i], ref);
+                    break;
+                }
+            }
+        }
+    }
+    snprintf(name, sizeof name, "adaln modulate / gated add %lldx%lld", (long long)rows, (long long)dim);
+    TH_CHECK(name, good, "%s", why);
+    mact_isa_set(max_isa);
+    free(y); free(z); free(o); free(sh); free(sc); free(g);
+}
+
 static void check_rope(int64_t n, int nh, int hd, double *obs)
 {
     const int64_t ld = (int64_t)nh * hd + 5;
@@ -860,6 +899,10 @@ int main(void)
     check_norms(200, 1152, &obs_norm);
     const int64_t ns[] = {1, 15, 16, 17, 1000, 70001};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) check_act(ns[i], &obs_act);
+    double obs_ada = 0;
+    const int64_t adims[][2] = {{1, 1}, {3, 15}, {10, 16}, {10, 17}, {10, 768}, {30, 1000}};
+    for (size_t i = 0; i < sizeof adims / sizeof adims[0]; i++) check_adaln(adims[i][0], adims[i][1], &obs_ada);
+    printf("INFO adaln rows observed %.3g (tol 4e-7)\n", obs_ada);
     check_rope(37, 3, 128, &obs_rope);
     check_rope(5, 8, 96, &obs_rope);
     printf("INFO norms observed %.3g (tol 1e-5), activations %.3g (tol 4e-6), rope %.3g (tol 1e-6)\n", obs_norm,
