@@ -137,7 +137,7 @@ struct mact_model {
     int frame_transform;             /* SO-101 joint frame (policy_preprocessor.json asks for it) */
     float frame_signs[8], frame_offsets[8];
     int frame_dim;
-    int precision;                   /* resolved MACT_PRECISION_* (FP32 or BF16) */
+    int precision;                   /* resolved MACT_PRECISION_* (FP32, BF16 or INT8) */
     int packed;                      /* mact_kernels_prepare ran: release at free */
     int pack_cache;                  /* MACT_PACK_CACHE_* of the load */
 };
