@@ -42,8 +42,8 @@ enum { MACT_ENC_FROM_CONFIG = 0, MACT_ENC_ALL, MACT_ENC_DROP_EOS };
  * accumulation); BF16 rounds activations to bf16 and uses the CPU's bf16 dot products (AVX512-BF16)
  * with fp32 accumulation; INT8 is BF16 with the LLM's and the action expert's weights quantized at load
  * to int8 per output channel and their GEMM inputs to u8 per row, multiplied in int32 (AVX512-VNNI; the
- * vision stack stays BF16). Norms, softmax, RoPE and the Euler update stay fp32 in all. Its accuracy
- * cost is measured in docs/benchmarks.md. */
+ * vision stack stays BF16; on a CPU without AVX512-VNNI, INT8 runs as BF16). Norms, softmax, RoPE and the
+ * Euler update stay fp32 in all. Its accuracy cost is measured in docs/benchmarks.md. */
 enum { MACT_PRECISION_DEFAULT = 0, MACT_PRECISION_FP32, MACT_PRECISION_BF16, MACT_PRECISION_INT8 };
 /* "fp32", "bf16", "int8" -> MACT_PRECISION_*; -1 for anything else. */
 int mact_precision_parse(const char *name);

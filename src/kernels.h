@@ -47,7 +47,8 @@ static inline int mact_prec_of(int precision)
 /* INT8 is BF16 plus int8 weights wherever an int8 pack exists (the LLM and the action expert: see
  * mact_kernels_prepare): those GEMMs quantize each activation row to u8 (asymmetric, per row) and multiply
  * with the weight's int8 values (symmetric, per output channel) in int32 (AVX512-VNNI vpdpbusd, or the
- * plain-C kernel computing the same integers). 1 when the CPU has AVX512-VNNI. */
+ * plain-C kernel computing the same integers; mact_kernels_prepare makes int8 packs only where the CPU has
+ * VNNI, so models run INT8 as BF16 elsewhere). 1 when the CPU has AVX512-VNNI. */
 int mact_has_vnni(void);
 
 /* Fused epilogues of the weight GEMMs: y = x W^T + bias, then */
