@@ -42,10 +42,6 @@ static void norm_modulate(const mact_config *c, float *u, const float *z, int64_
     mact_modulate_rows(u, h, AH, shift, scale);
 }
 
-static void gated_add(float *z, const float *y, const float *gate, int64_t h, int64_t AH)
-{
-    mact_gated_add_rows(z, y, gate, h, AH);
-}
 
 static void ensure_ae_rope(struct mact_session *s)
 {
@@ -87,7 +83,7 @@ static void velocity(struct mact_session *s, const float *x, int64_t h, const fl
         mact_attention(att, AH, qkv, 3 * AH, qkv + AH, qkv + 2 * AH, 3 * AH, h, h, c->ae_heads, c->ae_heads, (int)hd,
                        scale, NULL, NULL, s->scores);
         mact_matmul(u, att, &b->out_w, mact_f32(&b->out_b), h);
-        gated_add(z, u, g_msa, h, AH);
+        mact_gated_add_rows(z, u, g_msa, h, AH);
         /* cross-attention to this layer's LLM context */
         norm_modulate(c, u, z, h, sh_mca, sc_mca);
         mact_matmul(qkv, u, &b->xq_w, mact_f32(&b->xq_b), h);
@@ -99,7 +95,7 @@ static void velocity(struct mact_session *s, const float *x, int64_t h, const fl
             mact_attention(att, AH, qkv, AH, kctx + (int64_t)l * n * AH, vctx + (int64_t)l * n * AH, AH, h, n,
                            c->ae_heads, c->ae_heads, (int)hd, scale, NULL, enc, s->scores);
         mact_matmul(u, att, &b->xo_w, mact_f32(&b->xo_b), h);
-        gated_add(z, u, g_mca, h, AH);
+        mact_gated_add_rows(z, u, g_mca, h, AH);
         /* SwiGLU MLP */
         norm_modulate(c, u, z, h, sh_mlp, sc_mlp);
         float *g = s->a_ff, *up = s->a_ff + h * I;
@@ -107,7 +103,7 @@ static void velocity(struct mact_session *s, const float *x, int64_t h, const fl
         mact_matmul(up, u, &b->up_w, mact_f32(&b->up_b), h);
         mact_silu_mul(g, g, up, h * I);
         mact_matmul(u, g, &b->down_w, mact_f32(&b->down_b), h);
-        gated_add(z, u, g_mlp, h, AH);
+        mact_gated_add_rows(z, u, g_mlp, h, AH);
     }
     const float *mf = mod + (int64_t)c->n_layers * 9 * AH;
     norm_modulate(c, u, z, h, mf, mf + AH);

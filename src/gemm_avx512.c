@@ -59,11 +59,13 @@ static int64_t kc_pairs(void)
     return v;
 }
 
-/* grow-only per-thread buffers (OpenMP's workers persist, so these are allocated once) */
+/* grow-only per-thread buffers (the pool's workers persist, so these are allocated once); shared with
+ * gemm_int8.c, which uses them the same way: 0 = the calling thread's converted copy of x, 1 = a worker's
+ * partial sums between K blocks */
 static __thread void *t_buf[2];
 static __thread size_t t_cap[2];
 
-static void *tbuf(int which, size_t bytes)
+void *mact_thread_buf(int which, size_t bytes)
 {
     if (t_cap[which] < bytes) {
         free(t_buf[which]);
@@ -444,7 +446,7 @@ TF static void gemm_panel_task(void *arg, int64_t p, int tid)
     const mact_packed *pk = j->pk;
     const int64_t N = pk->N, K = pk->K, Kp = pk->Kp, M = j->M, KC = kc_pairs();
     const int f32 = pk->fmt == MACT_PACK_F32;
-    float *cb = Kp > KC ? tbuf(1, (size_t)(M + MR) * 64 * sizeof(float)) : NULL;
+    float *cb = Kp > KC ? mact_thread_buf(1, (size_t)(M + MR) * 64 * sizeof(float)) : NULL;
     const uint16_t *B = (const uint16_t *)pk->data + p * Kp * 2 * MACT_PANEL;
     const float *BF = (const float *)pk->data + p * Kp * MACT_PANEL;
     const int64_t n0 = p * MACT_PANEL;
@@ -491,7 +493,7 @@ void mact_gemm_packed(float *y, int64_t ldy, const float *x, int64_t ldx, const 
     const int64_t N = pk->N, K = pk->K, Kp = pk->Kp, np = pk->npanel;
     const int par = mact_gemm_parallel(M, N, K);
     if (pk->fmt == MACT_PACK_F32) use_bf16 = 0;
-    uint32_t *A = use_bf16 ? tbuf(0, (size_t)M * (size_t)Kp * 4 + 64) : NULL;
+    uint32_t *A = use_bf16 ? mact_thread_buf(0, (size_t)M * (size_t)Kp * 4 + 64) : NULL;
     if (use_bf16 && !A) use_bf16 = 0;  /* out of memory for the bf16 copy of x: compute in fp32 */
     if (use_bf16) {
         conv_job cj = {A, Kp, ldx, K, M, x};
@@ -906,21 +908,27 @@ TF static double peak_f32(long iters)
     return _mm512_reduce_add_ps(s);
 }
 
-double mact_isa_peak_gflops(int use_bf16, int threads)
+double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads)
 {
-    if (mact_isa_get() < MACT_ISA_AVX512 || (use_bf16 && mact_isa_get() < MACT_ISA_AVX512BF16)) return 0;
-    const long iters = 40000000 / (use_bf16 ? 2 : 1);  /* ~0.15 s per thread at peak */
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
         struct timespec t0, t1;
         double sink = 0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-        sink += use_bf16 ? peak_bf16(iters) : peak_f32(iters);
+        sink += body(iters);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        double g = (double)threads * (double)iters * 24.0 * (use_bf16 ? 64.0 : 32.0) / s / 1e9;
+        double g = (double)threads * (double)iters * ops_per_iter / s / 1e9;
         if (g > best && sink == sink) best = g;
     }
     return best;
+}
+
+double mact_isa_peak_gflops(int use_bf16, int threads)
+{
+    if (mact_isa_get() < MACT_ISA_AVX512 || (use_bf16 && mact_isa_get() < MACT_ISA_AVX512BF16)) return 0;
+    /* ~0.15 s per thread at peak; 24 chains of 16 lanes x (2 bf16 multiply-adds or 1 fp32 FMA) x 2 ops */
+    return use_bf16 ? mact_peak_best_of_3(peak_bf16, 20000000, 24.0 * 64.0, threads)
+                    : mact_peak_best_of_3(peak_f32, 40000000, 24.0 * 32.0, threads);
 }

@@ -19,7 +19,6 @@
 #include <string.h>
 #include <immintrin.h>
 #include "kernels.h"
-#include "session.h"
 #include "threadpool.h"
 #include "vecmath_avx512.h"
 
@@ -28,20 +27,6 @@
 #define MR 6
 #define KC 128 /* quads per K block: 128 x 256 B = 32 KiB of panel */
 
-static __thread void *t_buf[2];
-static __thread size_t t_cap[2];
-
-/* grow-only per-thread buffer: allocated on the first call of a size, reused after (not in the hot path) */
-static void *tbuf(int which, size_t bytes)
-{
-    if (t_cap[which] < bytes) {
-        free(t_buf[which]);
-        size_t cap = (bytes + bytes / 4 + 4096 + 63) & ~(size_t)63;
-        t_buf[which] = aligned_alloc(64, cap);
-        t_cap[which] = t_buf[which] ? cap : 0;
-    }
-    return t_buf[which];
-}
 
 /* ---- row quantization ---- */
 
@@ -255,7 +240,7 @@ TV static void panel_task(void *arg, int64_t p, int tid)
     const gemm8_job *j = arg;
     const mact_packed *pk = j->pk;
     const int64_t N = pk->N, Kq = pk->Kp, M = j->M;
-    int32_t *cb = Kq > KC ? tbuf(1, (size_t)(M + MR) * 64 * sizeof(int32_t)) : NULL;
+    int32_t *cb = Kq > KC ? mact_thread_buf(1, (size_t)(M + MR) * 64 * sizeof(int32_t)) : NULL;
     const int8_t *B = (const int8_t *)pk->data + p * Kq * 256;
     const int64_t n0 = p * MACT_PANEL;
     epi8 ea = {.ldy = j->ldy, .bias = j->bias ? j->bias + n0 : NULL, .wscale = pk->scale + n0,
@@ -302,7 +287,7 @@ void mact_gemm_i8(float *y, int64_t ldy, const float *x, int64_t ldx, const mact
         return;
     }
     /* [M, Kq] quads, then the M row scales and M zero points */
-    uint8_t *buf = tbuf(0, (size_t)M * (size_t)Kq * 4 + (size_t)M * 8 + 64);
+    uint8_t *buf = mact_thread_buf(0, (size_t)M * (size_t)Kq * 4 + (size_t)M * 8 + 64);
     if (!buf) {  /* out of memory for the quantized copy of x: the plain-C kernel (no M-sized buffer) */
         mact_gemm_i8_scalar(y, ldy, x, ldx, pk, bias, M, epi);
         return;
@@ -342,15 +327,5 @@ TV static double peak_vnni(long iters)
 double mact_vnni_peak_gops(int threads)
 {
     if (mact_isa_get() < MACT_ISA_AVX512 || !mact_has_vnni()) return 0;
-    const long iters = 15000000;  /* ~0.05 s per thread at peak */
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = mact_now_ms(), sink = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-        sink += peak_vnni(iters);
-        double s = (mact_now_ms() - t0) / 1e3;
-        double g = (double)threads * (double)iters * 16.0 * 128.0 / s / 1e9;
-        if (g > best && sink == sink) best = g;
-    }
-    return best;
+    return mact_peak_best_of_3(peak_vnni, 15000000, 16.0 * 128.0, threads);  /* ~0.05 s per thread at peak */
 }

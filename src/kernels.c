@@ -65,14 +65,6 @@ const char *mact_precision_name(int prec)
 {
     return prec == MACT_PREC_BF16 ? "bf16" : prec == MACT_PREC_INT8 ? "int8" : "fp32";
 }
-int mact_precision_from_name(const char *name)
-{
-    if (!name) return -1;
-    if (!strcmp(name, "fp32")) return MACT_PREC_FP32;
-    if (!strcmp(name, "bf16")) return MACT_PREC_BF16;
-    if (!strcmp(name, "int8")) return MACT_PREC_INT8;
-    return -1;
-}
 
 int mact_has_vnni(void)
 {

@@ -37,7 +37,6 @@ void mact_set_precision(int prec);
 void mact_set_thread_precision(int prec);
 int mact_get_precision(void);
 const char *mact_precision_name(int prec);
-int mact_precision_from_name(const char *name);  /* "fp32" / "bf16" / "int8"; -1 when unknown */
 /* the kernel precision of a public MACT_PRECISION_* (DEFAULT = BF16) */
 static inline int mact_prec_of(int precision)
 {
@@ -224,6 +223,12 @@ void mact_layernorm_row_avx512(float *y, const float *x, const float *w, const f
 void mact_rmsnorm_row_avx512(float *y, const float *x, const float *w, float eps, int64_t dim);
 void mact_modulate_rows_avx512(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
 void mact_gated_add_rows_avx512(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
+/* Grow-only per-thread scratch (gemm_avx512.c; the bf16 and int8 GEMMs): 0 = the calling thread's converted
+ * copy of x, 1 = a worker's partial sums between K blocks. NULL when out of memory. */
+void *mact_thread_buf(int which, size_t bytes);
+/* Instruction-peak timing shared by the ISA peaks: best of 3 runs of body(iters) on `threads` threads (OpenMP),
+ * in G ops/s for ops_per_iter per call iteration. */
+double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads);
 /* The thread count above which a GEMM of this size is split (shared by both matmul paths). */
 int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
 

@@ -183,7 +183,7 @@ static int bench_usage(FILE *f)
 int cmd_bench(int argc, char **argv)
 {
     const char *model = NULL, *preset = "libero", *pack_cache = getenv("MACT_PACK_CACHE");
-    int threads = 0, iters = 5, prec = MACT_PREC_BF16, pack = 1;
+    int threads = 0, iters = 5, precision = MACT_PRECISION_BF16, pack = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -192,8 +192,8 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
         else if (!strcmp(a, "--iters") && more) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--precision") && more) {
-            prec = mact_precision_from_name(argv[++i]);
-            if (prec < 0) { fprintf(stderr, "mact bench: --precision must be fp32, bf16 or int8\n"); return 2; }
+            precision = mact_precision_parse(argv[++i]);
+            if (precision < 0) { fprintf(stderr, "mact bench: --precision must be fp32, bf16 or int8\n"); return 2; }
         } else if (!strcmp(a, "--no-pack")) pack = 0;
         else if (!strcmp(a, "--pack-cache") && more) pack_cache = argv[++i];
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
@@ -231,14 +231,12 @@ int cmd_bench(int argc, char **argv)
         model = dir;
     }
 
+    const int prec = mact_prec_of(precision);
     /* cold start: load (mmap + tensor table), then pack, timed apart (mact_model_load would pack itself) */
     mact_set_precision(prec);
     double t0 = now_s();
     mact_model *m;
-    mact_load_options lo = {.precision = prec == MACT_PREC_BF16   ? MACT_PRECISION_BF16
-                                         : prec == MACT_PREC_INT8 ? MACT_PRECISION_INT8
-                                                                  : MACT_PRECISION_FP32,
-                            .no_pack = 1};
+    mact_load_options lo = {.precision = precision, .no_pack = 1};
     if (mact_model_load(model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact bench: %s\n", err); return 1; }
     double t_load = now_s() - t0;
     t0 = now_s();

@@ -120,6 +120,37 @@ static double worst_rel(const float *y, const float *ref, const double *scale, i
 
 static int max_isa;
 
+/* 1 when y, computed with the default thread count, equals (bitwise) the same matmul rerun on one thread into
+ * yr (from y0); *nt gets the default count (with one thread there is nothing to compare: 1) */
+static int same_on_one_thread(const float *y, float *yr, const float *y0, int64_t ldy, const float *x, int64_t ldx,
+                              const void *w, int dt, const float *b, int64_t M, int64_t N, int64_t K, int epi, int *nt)
+{
+    *nt = 1;
+#ifdef _OPENMP
+    *nt = omp_get_max_threads();
+    if (*nt <= 1) return 1;
+    memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
+    omp_set_num_threads(1);
+    mact_matmul_raw_epi(yr, ldy, x, ldx, w, dt, b, M, N, K, epi);
+    omp_set_num_threads(*nt);
+    for (int64_t m = 0; m < M; m++)
+        if (memcmp(yr + m * ldy, y + m * ldy, sizeof(float) * (size_t)N)) return 0;
+#else
+    (void)y; (void)yr; (void)y0; (void)ldy; (void)x; (void)ldx; (void)w; (void)dt; (void)b; (void)M; (void)N;
+    (void)K; (void)epi;
+#endif
+    return 1;
+}
+
+/* -1 when the padding [N, ldy) of every row of y still holds y0's bytes, else the first row written past N */
+static int64_t row_written_past_n(const float *y, const float *y0, int64_t M, int64_t N, int64_t ldy)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = N; n < ldy; n++)
+            if (memcmp(&y[m * ldy + n], &y0[m * ldy + n], 4)) return m;
+    return -1;
+}
+
 /* one shape x dtype x epilogue: plain C (row-major, scalar) vs every other path */
 static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, double *obs_bf16)
 {
@@ -221,30 +252,17 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
             if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s bf16 mode (fp32 fallback) err %.3g", mact_isa_name(isa), e); }
         }
         /* thread-count independence: bitwise equal with one thread */
-#ifdef _OPENMP
-        int nt = omp_get_max_threads();
-        if (nt > 1) {
-            memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
-            omp_set_num_threads(1);
-            mact_matmul_raw_epi(yr, ldy, x, ldx, w, dt, b, M, N, K, epi);
-            omp_set_num_threads(nt);
-            for (int64_t m = 0; m < M; m++)
-                if (memcmp(yr + m * ldy, y + m * ldy, sizeof(float) * (size_t)N)) {
-                    ok = 0;
-                    snprintf(why, sizeof why, "%s bf16 mode: 1 thread and %d threads differ", mact_isa_name(isa), nt);
-                    break;
-                }
+        int nt;
+        if (!same_on_one_thread(y, yr, y0, ldy, x, ldx, w, dt, b, M, N, K, epi, &nt)) {
+            ok = 0;
+            snprintf(why, sizeof why, "%s bf16 mode: 1 thread and %d threads differ", mact_isa_name(isa), nt);
         }
-#endif
         /* stores stay inside [0, N) of each row: the padding between rows is untouched */
-        if (ldy > N)
-            for (int64_t m = 0; m < M && ok; m++)
-                for (int64_t n = N; n < ldy; n++)
-                    if (memcmp(&y[m * ldy + n], &y0[m * ldy + n], 4)) {
-                        ok = 0;
-                        snprintf(why, sizeof why, "%s wrote past N at row %lld", mact_isa_name(isa), (long long)m);
-                        break;
-                    }
+        int64_t past = ok ? row_written_past_n(y, y0, M, N, ldy) : -1;
+        if (past >= 0) {
+            ok = 0;
+            snprintf(why, sizeof why, "%s wrote past N at row %lld", mact_isa_name(isa), (long long)past);
+        }
         mact_kernels_release_owner(&owner);
         if (mact_packed_find(w, dt, N, K, MACT_PREC_BF16)) { ok = 0; snprintf(why, sizeof why, "pack survives release"); }
         mact_set_precision(MACT_PREC_FP32);
@@ -390,29 +408,16 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         if (!(e2 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "plain-C int8 err vs emulation %.3g > 2e-6", e2); }
         /* the quantization itself, against its worst-case bound summed over the terms (qb above) */
         if (!(e32 <= 1.0)) { ok = 0; snprintf(why, sizeof why, "int8 vs fp32: %.3g of the quantization bound", e32); }
-#ifdef _OPENMP
-        int nt = omp_get_max_threads();
-        if (nt > 1 && ok) {
-            memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
-            omp_set_num_threads(1);
-            mact_matmul_raw_epi(yr, ldy, x, ldx, w, dt, b, M, N, K, epi);
-            omp_set_num_threads(nt);
-            for (int64_t m = 0; m < M; m++)
-                if (memcmp(yr + m * ldy, y + m * ldy, sizeof(float) * (size_t)N)) {
-                    ok = 0;
-                    snprintf(why, sizeof why, "int8: 1 thread and %d threads differ", nt);
-                    break;
-                }
+        int nt;
+        if (ok && !same_on_one_thread(y, yr, y0, ldy, x, ldx, w, dt, b, M, N, K, epi, &nt)) {
+            ok = 0;
+            snprintf(why, sizeof why, "int8: 1 thread and %d threads differ", nt);
         }
-#endif
-        if (ldy > N)
-            for (int64_t m = 0; m < M && ok; m++)
-                for (int64_t n = N; n < ldy; n++)
-                    if (memcmp(&y[m * ldy + n], &y0[m * ldy + n], 4)) {
-                        ok = 0;
-                        snprintf(why, sizeof why, "int8 wrote past N at row %lld", (long long)m);
-                        break;
-                    }
+        int64_t past = ok ? row_written_past_n(y, y0, M, N, ldy) : -1;
+        if (past >= 0) {
+            ok = 0;
+            snprintf(why, sizeof why, "int8 wrote past N at row %lld", (long long)past);
+        }
         /* row quantization: the AVX-512 and plain-C versions give the same bytes, scale and zero point */
         const int64_t Kq = (K + 3) / 4;
         uint32_t *A1 = calloc((size_t)Kq, 4), *A2 = calloc((size_t)Kq, 4);
