@@ -8,9 +8,10 @@
  *         panel, 6 broadcasts of A pairs, 24 vdpbf16ps.
  *   fp32: A = x as is; per pair, the 4 panel loads are widened exactly (shift / mask) to W[., 2kp] and
  *         W[., 2kp + 1], 12 broadcasts, 48 FMAs; each output is a single fp32 chain in k order.
- * Loops: one pool task per 64-column panel (a panel is computed entirely by one thread, in a fixed order:
- * results never depend on the thread count); inside a panel, K is cut into blocks of KC pairs (32 KiB of
- * panel, L1-resident while every 6-row tile of x passes, the next block prefetched during the last tile);
+ * Loops: one pool task per 64-column panel, or per contiguous run of panels when M is small
+ * (mact_for_panels); a panel is computed entirely by one thread, in a fixed order, so results never depend
+ * on the thread count. Inside a panel, K is cut into blocks of KC pairs (32 KiB of panel, L1-resident while
+ * every 6-row tile of x passes; the first tile prefetches PF_AHEAD rows ahead);
  * partial sums between K blocks live in a per-thread [M, 64] buffer, so the epilogue (bias, GELU,
  * residual add) runs once on the finished sum.
  * Attention: one pool task per head; K of the head transposed once (fp32, or bf16 d-pairs with V as key
@@ -75,6 +76,44 @@ void *mact_thread_buf(int which, size_t bytes)
         t_cap[which] = t_buf[which] ? cap : 0;
     }
     return t_buf[which];
+}
+
+/* Up to SMALL_M rows a packed GEMM is bound by reading its weights (M multiply-adds per weight pair against
+ * the ~2 vector instructions per cycle a core retires). A thread that owns a contiguous run of panels reads
+ * one sequential stream, which the hardware prefetchers follow; claimed one at a time, the two threads'
+ * panels interleave and every panel (48-96 KiB at K = 768) starts a new stream. On the 2-core Zen 5 VM a
+ * 6-row kernel read 53 GB/s as one run per thread and 39 GB/s (30 GB/s) as 96 KiB (48 KiB) chunks taken
+ * in turns; the action expert's 252 GEMMs per step went from 31.1 to 33.4 GB/s (bf16, M = 10) and from
+ * 13.7 to 15.6 GB/s (int8, M = 30), medians of A/B runs (docs/benchmarks.md). Each run is still one
+ * claimable chunk, so the run of a worker that was not scheduled is taken by the caller (a worker
+ * preempted inside its run is waited for, as one preempted inside a panel was), and every output is
+ * computed the same way whichever thread runs it. */
+#define SMALL_M 32
+typedef struct {
+    mact_task_fn fn;
+    void *arg;
+    int64_t np, runs;
+} run_job;
+
+static void run_task(void *arg, int64_t r, int tid)
+{
+    const run_job *j = arg;
+    for (int64_t p = r * j->np / j->runs; p < (r + 1) * j->np / j->runs; p++) j->fn(j->arg, p, tid);
+}
+
+void mact_for_panels(int64_t np, int64_t M, int par, mact_task_fn fn, void *arg)
+{
+    if (!par) {
+        for (int64_t p = 0; p < np; p++) fn(arg, p, 0);
+        return;
+    }
+    if (M > SMALL_M) {
+        mact_parallel_for(np, fn, arg);
+        return;
+    }
+    run_job j = {fn, arg, np, mact_pool_threads()};
+    if (j.runs > np) j.runs = np;
+    mact_parallel_for(j.runs, run_task, &j);
 }
 
 /* ---- vector math ---- */
@@ -502,8 +541,7 @@ void mact_gemm_packed(float *y, int64_t ldy, const float *x, int64_t ldx, const 
         else for (int64_t c = 0; c < nc; c++) conv_task(&cj, c, 0);
     }
     gemm_job j = {y, ldy, ldx, M, x, bias, pk, A, epi, use_bf16};
-    if (par) mact_parallel_for(np, gemm_panel_task, &j);
-    else for (int64_t p = 0; p < np; p++) gemm_panel_task(&j, p, 0);
+    mact_for_panels(np, M, par, gemm_panel_task, &j);
 }
 
 /* ---- attention ---- */

@@ -10,7 +10,7 @@
  * The u8 x s8 products are what vpdpbusd multiplies (4 per 32-bit lane); asymmetric activations use all 256
  * levels of the row's range, which matters after SiLU and GELU (one-sided distributions).
  *
- * Loops as the bf16 kernel (gemm_avx512.c): one pool task per 64-column panel, K blocks of KC quads
+ * Loops as the bf16 kernel (gemm_avx512.c): panels handed out by mact_for_panels, K blocks of KC quads
  * (32 KiB of panel), 6-row x 64-column tiles of 24 int32 accumulators, partial sums between K blocks in a
  * per-thread [M, 64] int32 buffer. Integer sums do not depend on the order, so results never depend on the
  * thread count. */
@@ -301,8 +301,7 @@ void mact_gemm_i8(float *y, int64_t ldy, const float *x, int64_t ldx, const mact
     if (par && M * K > 65536) mact_parallel_for(nq, quant_task, &qj);
     else for (int64_t c = 0; c < nq; c++) quant_task(&qj, c, 0);
     gemm8_job j = {y, ldy, M, bias, rs, rz, pk, A, epi};
-    if (par) mact_parallel_for(pk->npanel, panel_task, &j);
-    else for (int64_t p = 0; p < pk->npanel; p++) panel_task(&j, p, 0);
+    mact_for_panels(pk->npanel, M, par, panel_task, &j);
 }
 
 /* ---- instruction peak: 16 independent vpdpbusd chains (16 lanes x 4 multiply-adds = 128 ops each) ---- */

@@ -20,6 +20,7 @@
 #define MACT_KERNELS_H
 #include <stdint.h>
 #include "mact_internal.h"
+#include "threadpool.h"
 
 /* Which code path the kernels use; picked once from the CPU's features, overridable for tests
  * (mact_isa_set clamps to what the CPU has). AVX512BF16 = AVX512 + the bf16 dot-product kernels. */
@@ -229,6 +230,10 @@ void *mact_thread_buf(int which, size_t bytes);
 /* Instruction-peak timing shared by the ISA peaks: best of 3 runs of body(iters) on `threads` threads (OpenMP),
  * in G ops/s for ops_per_iter per call iteration. */
 double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads);
+/* Runs fn(arg, p, tid) for the np panels of a packed GEMM with M rows: claimed panel by panel when the
+ * GEMM is compute-bound, as one contiguous run of panels per thread when it streams its weights from
+ * memory (gemm_avx512.c says why); serially when par is 0. */
+void mact_for_panels(int64_t np, int64_t M, int par, mact_task_fn fn, void *arg);
 /* The thread count above which a GEMM of this size is split (shared by both matmul paths). */
 int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
 

@@ -6,7 +6,11 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export PYTHON=${PYTHON:-/usr/bin/python3}
 export MACT_BIN="$BUILD/mact"
-export MACT_TMP=${MACT_TMP:-$(mktemp -d /tmp/mact-test.XXXXXX)}
+# A scratch directory made here is removed when every test passed and kept (its path printed) when one
+# failed, so the logs can be read; a run leaves ~1.7 GB of checkpoints in it.
+own_tmp=0
+if [ -z "${MACT_TMP:-}" ]; then MACT_TMP=$(mktemp -d /tmp/mact-test.XXXXXX); own_tmp=1; fi
+export MACT_TMP
 passed=0; failed=0
 # One tiny random checkpoint shared by the C API tests (each suite that needs more makes its own).
 export MACT_TEST_MODEL="$MACT_TMP/tiny_model"
@@ -32,5 +36,8 @@ for t in tests/test_*.sh; do
     [ -f "$t" ] || continue
     run_one "$(basename "$t")" bash "$t"
 done
+if [ "$own_tmp" -eq 1 ]; then
+    if [ "$failed" -eq 0 ]; then rm -rf "$MACT_TMP"; else echo "logs kept in $MACT_TMP"; fi
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -767,6 +767,50 @@ static void check_pool(void)
     TH_CHECK("thread pool: each chunk once, nested and concurrent callers", ok && a && b, "ok %d %d %d", ok, a, b);
 }
 
+/* mact_for_panels: every panel exactly once, small M (contiguous runs) and large M (one panel per chunk),
+ * with more and fewer threads than panels */
+typedef struct {
+    _Atomic int hits[40];
+    _Atomic int bad_tid;
+    int threads;
+} panel_count;
+
+static void count_panel(void *arg, int64_t p, int tid)
+{
+    panel_count *c = arg;
+    atomic_fetch_add(&c->hits[p], 1);
+    if (tid < 0 || tid >= c->threads) atomic_store(&c->bad_tid, 1);
+}
+
+static void check_for_panels(void)
+{
+    int ok = 1, where_np = 0, where_m = 0, where_t = 0;
+#ifdef _OPENMP
+    const int saved = omp_get_max_threads();
+#endif
+    for (int t = 1; t <= 5 && ok; t++) {
+#ifdef _OPENMP
+        omp_set_num_threads(t);
+#endif
+        for (int64_t np = 1; np <= 37 && ok; np += 3)
+            for (int mi = 0; mi < 5 && ok; mi++) {
+                const int64_t M = (int64_t[]){1, 10, 32, 33, 130}[mi];  /* around the small-M bound */
+                for (int par = 0; par <= 1; par++) {
+                    panel_count c = {.threads = t};
+                    mact_for_panels(np, M, par, count_panel, &c);
+                    for (int64_t p = 0; p < np; p++) ok &= atomic_load(&c.hits[p]) == 1;
+                    ok &= !atomic_load(&c.bad_tid);
+                }
+                if (!ok) where_np = (int)np, where_m = (int)M, where_t = t;
+            }
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(saved);
+#endif
+    TH_CHECK("panel scheduler: each panel once, small and large M, 1-5 threads", ok, "np %d M %d threads %d", where_np,
+             where_m, where_t);
+}
+
 /* ---- mact_kernels_prepare on a real checkpoint (MACT_TEST_MODEL, set by tests/run.sh): the whole pipeline
  * with packed weights against the unpacked run ---- */
 static double cosine(const float *a, const float *b, int64_t n, double *maxabs)
@@ -882,6 +926,7 @@ int main(void)
            g_obs_i8, g_obs_i8_vs32, mact_has_vnni() ? "" : " [no AVX512-VNNI here: the plain-C int8 kernel ran]");
     check_stale();
     check_pool();
+    check_for_panels();
     check_prepare();
 
     double obs_att = 0;
