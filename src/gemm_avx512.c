@@ -74,6 +74,7 @@ void *mact_thread_buf(int which, size_t bytes)
         cap = (cap + 63) & ~(size_t)63;
         t_buf[which] = aligned_alloc(64, cap);
         t_cap[which] = t_buf[which] ? cap : 0;
+        if (t_buf[which]) mact_advise_huge(t_buf[which], cap);
     }
     return t_buf[which];
 }

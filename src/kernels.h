@@ -234,6 +234,8 @@ double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_pe
  * GEMM is compute-bound, as one contiguous run of panels per thread when it streams its weights from
  * memory (gemm_avx512.c says why); serially when par is 0. */
 void mact_for_panels(int64_t np, int64_t M, int par, mact_task_fn fn, void *arg);
+/* Marks the 2 MiB-aligned interior of [p, p + bytes) for transparent huge pages (before first touch). */
+void mact_advise_huge(void *p, size_t bytes);
 /* The thread count above which a GEMM of this size is split (shared by both matmul paths). */
 int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
 

@@ -101,6 +101,7 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
         free(s);
         return mact_errf(err, errlen, MACT_ERR_NOMEM, "cannot allocate %zu MiB of activations", total * 4 >> 20);
     }
+    mact_advise_huge(s->arena, total * sizeof(float));
     memset(s->arena, 0, total * sizeof(float));
     s->arena_floats = total;
     float *p = s->arena;
