@@ -88,7 +88,7 @@ int mact_threads(void)
 
 /* The session arena and the per-thread GEMM scratch are read by every GEMM. Marked for huge pages, the
  * LIBERO bench ran faster in 5 of 6 alternating pairs (medians: vision 925 vs 982 ms, llm 1457 vs 1505 ms,
- * action 102 vs 111 ms; docs/benchmarks.md); peak RSS grew by ~70 MiB (huge-page granularity). */
+ * action 102 vs 111 ms; docs/benchmarks.md); peak RSS grew by 70-160 MiB. */
 void mact_advise_huge(void *p, size_t bytes)
 {
 #ifdef MADV_HUGEPAGE
