@@ -11,7 +11,7 @@
  * Loops: one pool task per 64-column panel, or per contiguous run of panels when M is small
  * (mact_for_panels); a panel is computed entirely by one thread, in a fixed order, so results never depend
  * on the thread count. Inside a panel, K is cut into blocks of KC pairs (32 KiB of panel, L1-resident while
- * every 6-row tile of x passes; the first tile prefetches PF_AHEAD rows ahead);
+ * every 6-row tile of x passes; the first tile prefetches MACT_PF_AHEAD rows ahead);
  * partial sums between K blocks live in a per-thread [M, 64] buffer, so the epilogue (bias, GELU,
  * residual add) runs once on the finished sum.
  * Attention: one pool task per head; K of the head transposed once (fp32, or bf16 d-pairs with V as key
@@ -36,10 +36,9 @@
 
 #define MR 6
 /* the 256-byte panel row at p, towards L2: the first row tile of a K block, which is the one that streams
- * the block from memory, prefetches PF_AHEAD rows ahead of itself (into the next block, or the next panel,
- * at the block's end). Measured on the M = 10 action-expert GEMMs (2 threads, Zen 5): 31-34 GB/s against
+ * the block from memory, prefetches MACT_PF_AHEAD rows ahead of itself (into the next block, or the next
+ * panel, at the block's end). Measured on the M = 10 action-expert GEMMs (2 threads, Zen 5): 31-34 GB/s against
  * 26-27 GB/s when the whole next block was prefetched during the last row tile; large M unchanged. */
-#define PF_AHEAD 16
 #define PREFETCH_ROW(p)                                                        \
     do {                                                                       \
         _mm_prefetch((const char *)(p), _MM_HINT_T1);                          \
@@ -496,7 +495,7 @@ TF static void gemm_panel_task(void *arg, int64_t p, int tid)
         const int64_t kn = Kp - kb < KC ? Kp - kb : KC;
         const int first = kb == 0, last = kb + kn == Kp;
         /* rows are 256 bytes in every format; prefetching past the end of the packs is harmless (no faults) */
-        const char *ahead = (const char *)pk->data + ((p * Kp) + kb + PF_AHEAD) * 256;
+        const char *ahead = (const char *)pk->data + ((p * Kp) + kb + MACT_PF_AHEAD) * 256;
         for (int64_t mt = 0; mt < M; mt += MR) {
             const int mr = (int)(M - mt < MR ? M - mt : MR);
             ea.y = j->y + mt * j->ldy + n0;

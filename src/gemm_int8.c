@@ -248,8 +248,8 @@ TV static void panel_task(void *arg, int64_t p, int tid)
     for (int64_t kb = 0; kb < Kq; kb += KC) {
         const int64_t kn = Kq - kb < KC ? Kq - kb : KC;
         const int first = kb == 0, last = kb + kn == Kq;
-        /* the first row tile streams the block: prefetch 16 rows ahead of it (gemm_avx512.c, PF_AHEAD) */
-        const char *ahead = (const char *)B + (kb + 16) * 256;
+        /* the first row tile streams the block: it prefetches MACT_PF_AHEAD rows ahead of itself */
+        const char *ahead = (const char *)B + (kb + MACT_PF_AHEAD) * 256;
         for (int64_t mt = 0; mt < M; mt += MR) {
             const int mr = (int)(M - mt < MR ? M - mt : MR);
             ea.y = j->y + mt * j->ldy + n0;

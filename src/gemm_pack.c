@@ -301,9 +301,7 @@ static void *pack_alloc(size_t bytes)
         size_t len = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
         void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) return NULL;
-#ifdef MADV_HUGEPAGE
-        madvise(p, len, MADV_HUGEPAGE);
-#endif
+        mact_advise_huge(p, len);
         return p;
     }
     void *p = NULL;
@@ -326,9 +324,7 @@ static region *region_new(size_t bytes)
     rg->len = (bytes + HUGE - 1) & ~(HUGE - 1);
     void *p = mmap(NULL, rg->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) { free(rg); return NULL; }
-#ifdef MADV_HUGEPAGE
-    madvise(p, rg->len, MADV_HUGEPAGE);
-#endif
+    mact_advise_huge(p, rg->len);
     rg->base = p;
     rg->refs = 1;  /* the preparing call's own reference */
     return rg;

@@ -230,11 +230,15 @@ void *mact_thread_buf(int which, size_t bytes);
 /* Instruction-peak timing shared by the ISA peaks: best of 3 runs of body(iters) on `threads` threads (OpenMP),
  * in G ops/s for ops_per_iter per call iteration. */
 double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads);
+/* Rows (256 bytes each in every pack format) that the first row tile of a packed GEMM's K block prefetches
+ * ahead of itself, in the bf16/fp32 and the int8 GEMMs (gemm_avx512.c says why). */
+#define MACT_PF_AHEAD 16
 /* Runs fn(arg, p, tid) for the np panels of a packed GEMM with M rows: claimed panel by panel when the
  * GEMM is compute-bound, as one contiguous run of panels per thread when it streams its weights from
  * memory (gemm_avx512.c says why); serially when par is 0. */
 void mact_for_panels(int64_t np, int64_t M, int par, mact_task_fn fn, void *arg);
-/* Marks the 2 MiB-aligned interior of [p, p + bytes) for transparent huge pages (before first touch). */
+/* Marks the 2 MiB-aligned interior of [p, p + bytes) for transparent huge pages (before first touch); used for
+ * the packs, the session arena and the GEMM scratch. */
 void mact_advise_huge(void *p, size_t bytes);
 /* The thread count above which a GEMM of this size is split (shared by both matmul paths). */
 int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
