@@ -168,6 +168,28 @@ int mact_action_context(mact_session *s, const float *keys, const float *values,
     return 0;
 }
 
+int mact_action_prepare(struct mact_session *s, const float *keys, const float *values, int n, int h,
+                        const uint32_t **kvp)
+{
+    const mact_config *c = &s->m->cfg;
+    const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim, AH = c->ae_hidden;
+    *kvp = NULL;
+    int rc;
+    if ((rc = mact_check_finite(s, keys, L * n * kvd, "action: keys")) ||
+        (rc = mact_check_finite(s, values, L * n * kvd, "action: values")))
+        return rc;
+    uint32_t *dst = s->a_kvp_stride && mact_attention_packable(h, n, c->ae_head_dim) ? (uint32_t *)s->a_kvp : NULL;
+    for (int64_t l = 0; l < L; l++) {
+        float *kc = s->a_kctx + l * n * AH, *vc = s->a_vctx + l * n * AH;
+        context_layer(s, keys + l * n * kvd, values + l * n * kvd, n, kc, vc);
+        /* packed while this layer's context is in cache (no measured difference against packing after the
+         * last layer, docs/benchmarks.md; one function, so the bench can time the per-call prefix) */
+        if (dst) mact_attention_kv_pack(dst + l * s->a_kvp_stride, kc, vc, AH, n, c->ae_heads, c->ae_head_dim);
+    }
+    *kvp = dst;
+    return 0;
+}
+
 int mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps, const float *k_ctx,
                      const float *v_ctx, const uint8_t *enc_mask, int n, const uint8_t *is_pad)
 {
@@ -200,7 +222,8 @@ int mact_action_generate(mact_session *s, float *traj, int h, int action_dim, in
                                  c->max_action_dim);
     const int64_t A = c->max_action_dim, stride = mod_stride(c);
     if ((rc = mact_check_finite(s, traj, (int64_t)h * A, "action: noise"))) return rc;
-    if ((rc = mact_action_context(s, keys, values, n, s->a_kctx, s->a_vctx))) return rc;
+    const uint32_t *kvp;
+    if ((rc = mact_action_prepare(s, keys, values, n, h, &kvp))) return rc;
     uint8_t is_pad[256];
     uint8_t *pad = A <= 256 ? is_pad : (uint8_t *)s->maskf;
     for (int64_t d = 0; d < A; d++) pad[d] = d >= action_dim;
@@ -212,15 +235,6 @@ int mact_action_generate(mact_session *s, float *traj, int h, int action_dim, in
         s->mod_steps = num_steps;
     }
     float *slot = s->a_mod + (int64_t)s->mod_cache_steps * stride;
-    const uint32_t *kvp = NULL;
-    const int64_t AH = c->ae_hidden;
-    if (s->a_kvp_stride && mact_attention_packable(h, n, c->ae_head_dim)) {
-        uint32_t *dst = (uint32_t *)s->a_kvp;
-        for (int64_t l = 0; l < c->n_layers; l++)
-            mact_attention_kv_pack(dst + l * s->a_kvp_stride, s->a_kctx + l * n * AH, s->a_vctx + l * n * AH, AH, n,
-                                   c->ae_heads, c->ae_head_dim);
-        kvp = dst;
-    }
     for (int k = 0; k < num_steps; k++) {
         /* t = k / S: t = 0 is noise, t = 1 (data) is never evaluated */
         const float *mod = cached ? s->a_mod + k * stride : (modulation(s, (float)k / (float)num_steps, slot), slot);

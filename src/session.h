@@ -51,5 +51,11 @@ int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_i
                       float *traj, int h, int action_dim, int num_steps, double stage_ms[3]);
 double mact_now_ms(void);
 int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const char *what);
+/* action.c: what mact_action_generate does once per call before its flow steps: the context K/V of every layer
+ * into s->a_kctx / s->a_vctx and, where the bf16 cross-attention runs for h action rows, each layer's K/V packed
+ * for it (*kvp, else NULL). The caller has entered the session (mact_session_enter). 0 or an error code with
+ * the session error set. */
+int mact_action_prepare(struct mact_session *s, const float *keys, const float *values, int n, int h,
+                        const uint32_t **kvp);
 
 #endif

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `mact bench` works end to end in every precision on a tiny checkpoint (the numbers themselves are not
-# checked: no timing assertions in tests): exit 0, every stage row, the staged run equal to the pipeline run
-# (bitwise), the int8 peak lines in int8; a second run with --pack-cache maps the cache; bad arguments are
-# refused with a message.
+# checked: no timing assertions in tests): exit 0, every stage row, the flow-step and weight-stream lines, the
+# staged run equal to the pipeline run (bitwise), the int8 peak lines in int8; a second run with --pack-cache
+# maps the cache; bad arguments are refused with a message.
 set -u
 cd "$(dirname "$0")/.."
 MACT=${MACT_BIN:-build/mact}
@@ -15,6 +15,9 @@ for p in fp32 bf16 int8; do
     for row in vision llm action total; do grep -qE "^  $row +[0-9]" "$T/$p.log" || why="$why; no $row row"; done
     grep -q 'staged vs pipeline max |diff| 0$' "$T/$p.log" || why="$why; staged and pipeline outputs differ"
     grep -q "precision $p;" "$T/$p.log" || why="$why; precision not $p"
+    grep -qE 'then [0-9.]+ ms per flow step' "$T/$p.log" || why="$why; no flow-step line"
+    grep -qE 'flow-step weight stream .*M = 1 [0-9.]+ GB/s .*M = H [0-9.]+ GB/s' "$T/$p.log" \
+        || why="$why; no flow-step weight stream line"
     if [ $p = int8 ] && grep -q avx512_vnni /proc/cpuinfo; then
         grep -q 'int8 GEMM peak' "$T/$p.log" || why="$why; no int8 peak line"
     fi

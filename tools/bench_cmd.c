@@ -12,7 +12,8 @@
  * Prints per stage the median and min ms, GFLOP (counted from the config), GFLOP/s and the fraction of
  * the GEMM peak measured by a packed-GEMM microbenchmark in the same run (and the instruction-level
  * peak), plus cold start (load + pack), peak RSS, LLM prefill tokens/s and the action expert's weight
- * bandwidth. */
+ * bandwidth per flow step, beside the rate at which the step's GEMMs alone read the same weights in the same
+ * run at M = 1 (the read bound) and at M = H. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,6 +138,39 @@ static double action_step_bytes(const mact_model *m, int prec)
              tensor_bytes(&k->down_w, prec);
     }
     return b;
+}
+
+/* ---- the flow step's weight stream in this run: every GEMM of one step (action embed, each block's seven
+ * matrices, final) on the model's own packed weights with M rows of random x, the median of 5 passes after
+ * one (the same statistic as the stages': on a shared machine the best pass runs well ahead of a typical one);
+ * GB/s of weights read. At M = 1 the kernels do almost no arithmetic per byte, so this is the rate at which
+ * this machine streams these weights (the steps' memory bound, measured beside them); at M = H it is the
+ * step's GEMMs without the rest of the step. 0 when out of memory. ---- */
+static double expert_stream(const mact_model *m, int64_t M, double bytes)
+{
+    const mact_config *c = &m->cfg;
+    const mact_ae_weights *w = &m->ae;
+    const int64_t AH = c->ae_hidden, I = c->ae_inter, A = c->max_action_dim;
+    int64_t wid = 3 * AH > I ? 3 * AH : I;
+    wid = wid > A ? wid : A;
+    float *x = malloc(sizeof(float) * (size_t)(M * wid)), *y = malloc(sizeof(float) * (size_t)(M * wid));
+    if (!x || !y) { free(x); free(y); return 0; }
+    for (int64_t i = 0; i < M * wid; i++) x[i] = rnd_unit();
+    double t[6];
+    for (int r = 0; r < 6; r++) {
+        double t0 = now_s();
+        mact_matmul(y, x, &w->action_embed_w, NULL, M);
+        for (int l = 0; l < c->ae_layers; l++) {
+            const mact_ae_block *b = &w->blocks[l];
+            const mact_tensor *ws[7] = {&b->qkv_w, &b->out_w, &b->xq_w, &b->xo_w, &b->gate_w, &b->up_w, &b->down_w};
+            for (int j = 0; j < 7; j++) mact_matmul(y, x, ws[j], NULL, M);
+        }
+        mact_matmul(y, x, &w->final_w, NULL, M);
+        t[r] = now_s() - t0;
+    }
+    free(x);
+    free(y);
+    return bytes / median(t + 1, 5) / 1e9;
 }
 
 /* ---- GEMM microbenchmark: the packed GEMM on synthetic bf16 weights, best of 5 ---- */
@@ -340,9 +374,26 @@ int cmd_bench(int argc, char **argv)
         tc[it] = now_s() - a;
     }
     if (rc) { fprintf(stderr, "mact bench: %s\n", mact_session_error(s)); return 1; }
+    /* and what mact_action_generate itself does once per call before the steps (the context with the
+     * cross-attention's K/V packed layer by layer), so the steps' own time can be told apart */
+    double *tp = malloc(sizeof(double) * (size_t)iters);
+    if (!tp) { fprintf(stderr, "mact bench: out of memory\n"); return 1; }
+    mact_session_enter(s);
+    for (int it = 0; it < iters && !rc; it++) {
+        const uint32_t *kvp;
+        double a = now_s();
+        rc = mact_action_prepare(s, keys, values, N, H, &kvp);
+        tp[it] = now_s() - a;
+    }
+    if (rc) { fprintf(stderr, "mact bench: %s\n", mact_session_error(s)); return 1; }
     double diff = 0;
     for (int64_t i = 0; i < H * A; i++) diff = fmax(diff, fabs((double)traj[i] - traj2[i]));
     double rss = peak_rss_mib();
+    /* the flow step's weights streamed by its GEMMs alone, at M = 1 and M = H, in the session's precision (as
+     * the GEMM peak below, which also runs in the precision the session left on this thread) */
+    const double sb = action_step_bytes(m, pack ? prec : MACT_PREC_FP32);
+    mact_set_thread_precision(prec);
+    const double bw1 = expert_stream(m, 1, sb), bwh = expert_stream(m, H, sb);
 
     /* GEMM peak in this run, same precision and threads: the ViT MLP and the LLM QKV shapes. In int8 mode the
      * vision stack runs in bf16: its peak is the bf16 GEMM's, the LLM's and the action expert's the int8 one. */
@@ -378,17 +429,19 @@ int cmd_bench(int argc, char **argv)
     else
         printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
                (fv + fl + fa) / mt, gpeak > 0 ? 100.0 * (fv + fl + fa) / mt / gpeak : 0.0);
-    double sb = action_step_bytes(m, pack ? prec : MACT_PREC_FP32);
-    const double mc = median(tc, iters), per_step = (ma - mc) / steps;
-    printf("  llm prefill: %.1f tokens/s; action: context %.1f ms, then %.1f ms per flow step reading %.0f MiB of "
-           "weights -> %.1f GB/s\n", N / ml, mc * 1e3, per_step * 1e3, sb / 1048576.0,
-           per_step > 0 ? sb / per_step / 1e9 : 0.0);
+    const double mc = median(tc, iters), mp = median(tp, iters), per_step = (ma - mp) / steps;
+    const double bws = per_step > 0 ? sb / per_step / 1e9 : 0.0;
+    printf("  llm prefill: %.1f tokens/s; action: context %.1f ms (%.1f ms as generate runs it, with the "
+           "cross-attention's K/V packed), then %.1f ms per flow step reading %.0f MiB of weights -> %.1f GB/s\n",
+           N / ml, mc * 1e3, mp * 1e3, per_step * 1e3, sb / 1048576.0, bws);
+    printf("  flow-step weight stream (its GEMMs alone, median of 5): M = 1 %.1f GB/s (the read bound), M = H %.1f "
+           "GB/s; the whole step reads at %.0f%% of the M = 1 rate\n", bw1, bwh, bw1 > 0 ? 100.0 * bws / bw1 : 0.0);
     printf("  peak RSS %.0f MiB (after warm-up %.0f MiB); warm-up %.2f s; staged vs pipeline max |diff| %.3g\n", rss,
            rss_warm, t_warm, diff);
     mact_session_free(s);
     mact_kernels_release(m);
     mact_model_free(m);
     free(pix); free(ids); free(embeds); free(hidden); free(bias); free(keys); free(values); free(noise); free(traj);
-    free(traj2); free(enc); free(tv); free(tl); free(ta); free(tt); free(kctx); free(vctx); free(tc);
+    free(traj2); free(enc); free(tv); free(tl); free(ta); free(tt); free(kctx); free(vctx); free(tc); free(tp);
     return diff == 0 ? 0 : 1;
 }
