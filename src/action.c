@@ -2,6 +2,7 @@
  * DiT velocity field over the action chunk. Modulation vectors depend only on t, so a schedule's worth
  * is cached in the session and reused across inferences. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "kernels.h"
 #include "session.h"
@@ -152,42 +153,47 @@ static void context_layer(struct mact_session *s, const float *K, const float *V
     if (c->ae_qk_norm) mact_rmsnorm(kc, kc, NULL, c->ae_eps, n * c->ae_heads, c->ae_head_dim, c->ae_head_dim);
 }
 
+/* keys / values checked (errors named after `who`), then every layer's context K/V into k_ctx / v_ctx
+ * [L, n, AH]; with pack (else NULL) each layer's K/V is also packed for the cross-attention right after it is
+ * computed, while it is in cache (no measured difference against packing after the last layer,
+ * docs/benchmarks.md) */
+static int context_all(struct mact_session *s, const float *keys, const float *values, int64_t n, float *k_ctx,
+                       float *v_ctx, uint32_t *pack, const char *who)
+{
+    const mact_config *c = &s->m->cfg;
+    const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim, AH = c->ae_hidden;
+    char what[2][64];
+    snprintf(what[0], sizeof what[0], "%s: keys", who);
+    snprintf(what[1], sizeof what[1], "%s: values", who);
+    int rc;
+    if ((rc = mact_check_finite(s, keys, L * n * kvd, what[0])) ||
+        (rc = mact_check_finite(s, values, L * n * kvd, what[1])))
+        return rc;
+    for (int64_t l = 0; l < L; l++) {
+        float *kc = k_ctx + l * n * AH, *vc = v_ctx + l * n * AH;
+        context_layer(s, keys + l * n * kvd, values + l * n * kvd, n, kc, vc);
+        if (pack) mact_attention_kv_pack(pack + l * s->a_kvp_stride, kc, vc, AH, n, c->ae_heads, c->ae_head_dim);
+    }
+    return 0;
+}
+
 int mact_action_context(mact_session *s, const float *keys, const float *values, int n, float *k_ctx, float *v_ctx)
 {
     mact_session_enter(s);
-    const mact_config *c = &s->m->cfg;
-    const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim, AH = c->ae_hidden;
     if (n < 1 || n > s->max_tokens)
         return mact_session_fail(s, MACT_ERR_INPUT, "action_context: %d tokens; this session takes 1..%d", n, s->max_tokens);
-    int rc;
-    if ((rc = mact_check_finite(s, keys, L * n * kvd, "action_context: keys")) ||
-        (rc = mact_check_finite(s, values, L * n * kvd, "action_context: values")))
-        return rc;
-    for (int64_t l = 0; l < L; l++)
-        context_layer(s, keys + l * n * kvd, values + l * n * kvd, n, k_ctx + l * n * AH, v_ctx + l * n * AH);
-    return 0;
+    return context_all(s, keys, values, n, k_ctx, v_ctx, NULL, "action_context");
 }
 
 int mact_action_prepare(struct mact_session *s, const float *keys, const float *values, int n, int h,
                         const uint32_t **kvp)
 {
-    const mact_config *c = &s->m->cfg;
-    const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim, AH = c->ae_hidden;
+    uint32_t *dst = s->a_kvp_stride && mact_attention_packable(h, n, s->m->cfg.ae_head_dim) ? (uint32_t *)s->a_kvp
+                                                                                             : NULL;
     *kvp = NULL;
-    int rc;
-    if ((rc = mact_check_finite(s, keys, L * n * kvd, "action: keys")) ||
-        (rc = mact_check_finite(s, values, L * n * kvd, "action: values")))
-        return rc;
-    uint32_t *dst = s->a_kvp_stride && mact_attention_packable(h, n, c->ae_head_dim) ? (uint32_t *)s->a_kvp : NULL;
-    for (int64_t l = 0; l < L; l++) {
-        float *kc = s->a_kctx + l * n * AH, *vc = s->a_vctx + l * n * AH;
-        context_layer(s, keys + l * n * kvd, values + l * n * kvd, n, kc, vc);
-        /* packed while this layer's context is in cache (no measured difference against packing after the
-         * last layer, docs/benchmarks.md; one function, so the bench can time the per-call prefix) */
-        if (dst) mact_attention_kv_pack(dst + l * s->a_kvp_stride, kc, vc, AH, n, c->ae_heads, c->ae_head_dim);
-    }
-    *kvp = dst;
-    return 0;
+    int rc = context_all(s, keys, values, n, s->a_kctx, s->a_vctx, dst, "action");
+    if (!rc) *kvp = dst;
+    return rc;
 }
 
 int mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps, const float *k_ctx,

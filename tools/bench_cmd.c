@@ -389,10 +389,9 @@ int cmd_bench(int argc, char **argv)
     double diff = 0;
     for (int64_t i = 0; i < H * A; i++) diff = fmax(diff, fabs((double)traj[i] - traj2[i]));
     double rss = peak_rss_mib();
-    /* the flow step's weights streamed by its GEMMs alone, at M = 1 and M = H, in the session's precision (as
-     * the GEMM peak below, which also runs in the precision the session left on this thread) */
+    /* the flow step's weights streamed by its GEMMs alone, at M = 1 and M = H, in the session's precision
+     * (mact_session_enter above left it on this thread, as for the GEMM peak below) */
     const double sb = action_step_bytes(m, pack ? prec : MACT_PREC_FP32);
-    mact_set_thread_precision(prec);
     const double bw1 = expert_stream(m, 1, sb), bwh = expert_stream(m, H, sb);
 
     /* GEMM peak in this run, same precision and threads: the ViT MLP and the LLM QKV shapes. In int8 mode the
