@@ -227,17 +227,52 @@ static const ki_fn ki[MR + 1] = {0, kern_i8_1, kern_i8_2, kern_i8_3, kern_i8_4, 
 typedef struct {
     float *y;
     int64_t ldy, M;
-    const float *bias, *rs;
+    const float *bias, *rs;  /* the caller's quantized copy of x: A [M, Kq] quads, row scales, zero points */
     const int32_t *rz;
     const mact_packed *pk;
     const uint32_t *A;
     int epi;
+    int local;               /* panels in runs: each run's prep sets t_own (as the bf16 GEMM's t_own_a) */
+    const float *x;
+    int64_t ldx;
 } gemm8_job;
+
+/* the quantized x a thread's panels read: its own copy (the same bits) or the caller's; set by prep */
+static __thread struct {
+    const uint32_t *A;
+    const float *rs;
+    const int32_t *rz;
+} t_own;
+
+/* rows [m0, m1) of x -> u8 quads with their scales and zero points */
+TV static void quant_rows(uint32_t *A, float *rs, int32_t *rz, int64_t Kq, const float *x, int64_t ldx, int64_t K,
+                          int64_t m0, int64_t m1)
+{
+    for (int64_t m = m0; m < m1; m++) mact_quant_row_u8_avx512(A + m * Kq, Kq, x + m * ldx, K, &rs[m], &rz[m]);
+}
+
+static void prep8(void *arg, int tid)
+{
+    const gemm8_job *j = arg;
+    const int64_t M = j->M, Kq = j->pk->Kp;
+    t_own.A = j->A, t_own.rs = j->rs, t_own.rz = j->rz;
+    if (tid == 0) return;  /* the caller's copy is already in its cache */
+    uint8_t *buf = mact_thread_buf(0, (size_t)M * (size_t)Kq * 4 + (size_t)M * 8 + 64);
+    if (!buf) return;  /* out of memory: read the caller's copy */
+    uint32_t *A = (uint32_t *)buf;
+    float *rs = (float *)(buf + (size_t)M * (size_t)Kq * 4);
+    int32_t *rz = (int32_t *)(rs + M);
+    quant_rows(A, rs, rz, Kq, j->x, j->ldx, j->pk->K, 0, M);
+    t_own.A = A, t_own.rs = rs, t_own.rz = rz;
+}
 
 TV static void panel_task(void *arg, int64_t p, int tid)
 {
     (void)tid;
     const gemm8_job *j = arg;
+    const uint32_t *Ax = j->local ? t_own.A : j->A;
+    const float *rsx = j->local ? t_own.rs : j->rs;
+    const int32_t *rzx = j->local ? t_own.rz : j->rz;
     const mact_packed *pk = j->pk;
     const int64_t N = pk->N, Kq = pk->Kp, M = j->M;
     int32_t *cb = Kq > KC ? mact_thread_buf(1, (size_t)(M + MR) * 64 * sizeof(int32_t)) : NULL;
@@ -253,10 +288,10 @@ TV static void panel_task(void *arg, int64_t p, int tid)
         for (int64_t mt = 0; mt < M; mt += MR) {
             const int mr = (int)(M - mt < MR ? M - mt : MR);
             ea.y = j->y + mt * j->ldy + n0;
-            ea.rs = j->rs + mt;
-            ea.rz = j->rz + mt;
+            ea.rs = rsx + mt;
+            ea.rz = rzx + mt;
             const char *pf = mt == 0 ? ahead : NULL;
-            ki[mr](j->A + mt * Kq + kb, Kq, B + kb * 256, kn, cb ? cb + mt * 64 : NULL, first, last, &ea, pf);
+            ki[mr](Ax + mt * Kq + kb, Kq, B + kb * 256, kn, cb ? cb + mt * 64 : NULL, first, last, &ea, pf);
         }
     }
 }
@@ -274,8 +309,8 @@ TV static void quant_task(void *arg, int64_t c, int tid)
 {
     (void)tid;
     const quant_job *j = arg;
-    for (int64_t m = c * QROWS; m < j->M && m < (c + 1) * QROWS; m++)
-        mact_quant_row_u8_avx512(j->A + m * j->Kq, j->Kq, j->x + m * j->ldx, j->K, &j->rs[m], &j->rz[m]);
+    const int64_t m1 = (c + 1) * QROWS < j->M ? (c + 1) * QROWS : j->M;
+    quant_rows(j->A, j->rs, j->rz, j->Kq, j->x, j->ldx, j->K, c * QROWS, m1);
 }
 
 void mact_gemm_i8(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk, const float *bias,
@@ -300,8 +335,8 @@ void mact_gemm_i8(float *y, int64_t ldy, const float *x, int64_t ldx, const mact
     const int64_t nq = (M + QROWS - 1) / QROWS;
     if (par && M * K > 65536) mact_parallel_for(nq, quant_task, &qj);
     else for (int64_t c = 0; c < nq; c++) quant_task(&qj, c, 0);
-    gemm8_job j = {y, ldy, M, bias, rs, rz, pk, A, epi};
-    mact_for_panels(pk->npanel, M, par, panel_task, &j);
+    gemm8_job j = {y, ldy, M, bias, rs, rz, pk, A, epi, mact_panels_in_runs(M, par), x, ldx};
+    mact_for_panels(pk->npanel, M, par, panel_task, j.local ? prep8 : NULL, &j);
 }
 
 /* ---- instruction peak: 16 independent vpdpbusd chains (16 lanes x 4 multiply-adds = 128 ops each) ---- */

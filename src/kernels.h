@@ -235,8 +235,12 @@ double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_pe
 #define MACT_PF_AHEAD 16
 /* Runs fn(arg, p, tid) for the np panels of a packed GEMM with M rows: claimed panel by panel when the
  * GEMM is compute-bound, as one contiguous run of panels per thread when it streams its weights from
- * memory (gemm_avx512.c says why); serially when par is 0. */
-void mact_for_panels(int64_t np, int64_t M, int par, mact_task_fn fn, void *arg);
+ * memory (gemm_avx512.c says why); serially when par is 0. In the contiguous-run case only
+ * (mact_panels_in_runs), prep (if not NULL) is called as prep(arg, tid) by the thread that takes a run,
+ * before the run's first panel: the place for a thread's own copy of the GEMM's operand. */
+typedef void (*mact_prep_fn)(void *arg, int tid);
+void mact_for_panels(int64_t np, int64_t M, int par, mact_task_fn fn, mact_prep_fn prep, void *arg);
+int mact_panels_in_runs(int64_t M, int par);
 /* Marks the 2 MiB-aligned interior of [p, p + bytes) for transparent huge pages (before first touch); used for
  * the packs, the session arena and the GEMM scratch. */
 void mact_advise_huge(void *p, size_t bytes);

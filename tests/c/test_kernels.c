@@ -120,6 +120,58 @@ static double worst_rel(const float *y, const float *ref, const double *scale, i
 
 static int max_isa;
 
+/* After the reference loops the pool's workers are asleep, and a small GEMM can be over before one wakes
+ * (the caller then runs every run of panels itself). A job whose two chunks wait for each other (up to
+ * 0.2 s) returns only once a worker is awake and spinning, so the GEMM right after has its second run taken
+ * by a worker, which makes its own copy of x (gemm_avx512.c, gemm_int8.c). */
+static void meet_task(void *arg, int64_t i, int tid)
+{
+    (void)i, (void)tid;
+    _Atomic int *met = arg;
+    atomic_fetch_add(met, 1);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while (atomic_load(met) < 2 && (t.tv_sec - t0.tv_sec) * 1e9 + (t.tv_nsec - t0.tv_nsec) < 2e8);
+}
+static void wake_pool(void)
+{
+    _Atomic int met = 0;
+    if (mact_pool_threads() >= 2) mact_parallel_for_n(2, 2, meet_task, &met);
+}
+
+/* Small M (panels in one run per thread): a worker converts (bf16) or quantizes (int8) x into its own buffer
+ * before its run. Six calls in a row on fresh x each, every one bitwise against one thread: a worker reading
+ * a stale or partial copy of x fails here whenever it takes its run (the pool is kept awake for that). */
+static int same_on_one_thread(const float *y, float *yr, const float *y0, int64_t ldy, const float *x, int64_t ldx,
+                              const void *w, int dt, const float *b, int64_t M, int64_t N, int64_t K, int epi, int *nt);
+static void check_own_copy(void)
+{
+    enum { M = 10, N = 4160, K = 1024 };
+    int ok = 1, owner, nt = 1, bad_prec = -1, bad_rep = -1;
+    uint16_t *w = malloc(sizeof(uint16_t) * (size_t)N * K);
+    float *x = malloc(sizeof(float) * (size_t)M * K), *y = malloc(sizeof(float) * (size_t)M * N),
+          *yr = malloc(sizeof(float) * (size_t)M * N), *y0 = calloc((size_t)M * N, sizeof(float));
+    for (int64_t i = 0; i < (int64_t)N * K; i++) w[i] = f2bf(rnorm() * 0.05f);
+    const int precs[2] = {MACT_PREC_BF16, MACT_PREC_INT8};
+    for (int pi = 0; pi < 2 && ok; pi++) {
+        mact_pack_weight(&owner, w, MACT_BF16, N, K, precs[pi], 0);
+        mact_set_precision(precs[pi]);
+        for (int rep = 0; rep < 6 && ok; rep++) {
+            for (int64_t i = 0; i < (int64_t)M * K; i++) x[i] = rnorm();
+            wake_pool();
+            mact_matmul_raw_epi(y, N, x, K, w, MACT_BF16, NULL, M, N, K, MACT_EPI_NONE);
+            if (!same_on_one_thread(y, yr, y0, N, x, K, w, MACT_BF16, NULL, M, N, K, MACT_EPI_NONE, &nt))
+                ok = 0, bad_prec = precs[pi], bad_rep = rep;
+        }
+        mact_kernels_release_owner(&owner);
+    }
+    mact_set_precision(MACT_PREC_FP32);
+    TH_CHECK("small-M GEMM, each thread's own copy of x (bf16, int8): 6 fresh calls bitwise as on 1 thread", ok,
+             "%s, call %d, %d threads", bad_prec < 0 ? "-" : mact_precision_name(bad_prec), bad_rep, nt);
+    free(w), free(x), free(y), free(yr), free(y0);
+}
+
 /* 1 when y, computed with the default thread count, equals (bitwise) the same matmul rerun on one thread into
  * yr (from y0); *nt gets the default count (with one thread there is nothing to compare: 1) */
 static int same_on_one_thread(const float *y, float *yr, const float *y0, int64_t ldy, const float *x, int64_t ldx,
@@ -242,6 +294,7 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
         if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s fp32 after bf16 pack err %.3g", mact_isa_name(isa), e); }
         mact_set_precision(MACT_PREC_BF16);
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
+        wake_pool();
         mact_matmul_raw_epi(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         if (isa >= MACT_ISA_AVX512BF16) {
             e = worst_rel(y, refb, scale_b, M, N, ldy);
@@ -396,6 +449,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         /* the dispatched path (VNNI where the CPU has it) and the plain-C int8 kernel */
         mact_set_precision(MACT_PREC_INT8);
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
+        wake_pool();
         mact_matmul_raw_epi(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
         mact_gemm_i8_scalar(yr, ldy, x, ldx, pk, b, M, epi);
@@ -797,7 +851,7 @@ static void check_for_panels(void)
                 const int64_t M = (int64_t[]){1, 10, 32, 33, 130}[mi];  /* around the small-M bound */
                 for (int par = 0; par <= 1; par++) {
                     panel_count c = {.threads = t};
-                    mact_for_panels(np, M, par, count_panel, &c);
+                    mact_for_panels(np, M, par, count_panel, NULL, &c);
                     for (int64_t p = 0; p < np; p++) ok &= atomic_load(&c.hits[p]) == 1;
                     ok &= !atomic_load(&c.bad_tid);
                 }
@@ -907,6 +961,9 @@ int main(void)
         {6, 64, 32, 32, 64},     {7, 65, 33, 33, 65},     {5, 63, 255, 255, 63},    {13, 130, 257, 260, 131},
         {12, 128, 512, 512, 128}, {31, 129, 513, 513, 129}, {1, 200, 1152, 1152, 200}, {10, 96, 2560, 2560, 96},
         {30, 70, 588, 600, 70},  {4, 40, 9728, 9728, 40},  {37, 16, 4304, 4304, 16}, {130, 72, 300, 300, 80},
+        /* small M over many panels: long enough that the pool's worker takes its run of panels (and its own
+         * copy of x) instead of the caller running both */
+        {10, 4160, 1024, 1030, 4170},
     };
     double obs_fp32 = 0, obs_bf16 = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -927,6 +984,7 @@ int main(void)
     check_stale();
     check_pool();
     check_for_panels();
+    check_own_copy();
     check_prepare();
 
     double obs_att = 0;
