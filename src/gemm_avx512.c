@@ -36,16 +36,16 @@
 #define INL inline __attribute__((always_inline))
 
 #define MR 6
-/* the 256-byte panel row at p, towards L2: the first row tile of a K block, which is the one that streams
- * the block from memory, prefetches MACT_PF_AHEAD rows ahead of itself (into the next block, or the next
- * panel, at the block's end). Measured on the M = 10 action-expert GEMMs (2 threads, Zen 5): 31-34 GB/s against
- * 26-27 GB/s when the whole next block was prefetched during the last row tile; large M unchanged. */
-#define PREFETCH_ROW(p)                                                        \
+/* n (1, 2 or 4) 64-byte lines of panel at p, towards L2 (the row tile prefetch plan: mact_tile_prefetch) */
+#define PREFETCH_LINES(p, n)                                                   \
     do {                                                                       \
-        _mm_prefetch((const char *)(p), _MM_HINT_T1);                          \
-        _mm_prefetch((const char *)(p) + 64, _MM_HINT_T1);                     \
-        _mm_prefetch((const char *)(p) + 128, _MM_HINT_T1);                    \
-        _mm_prefetch((const char *)(p) + 192, _MM_HINT_T1);                    \
+        const char *q_ = (p);                                                  \
+        _mm_prefetch(q_, _MM_HINT_T1);                                         \
+        if ((n) > 1) _mm_prefetch(q_ + 64, _MM_HINT_T1);                       \
+        if ((n) > 2) {                                                         \
+            _mm_prefetch(q_ + 128, _MM_HINT_T1);                               \
+            _mm_prefetch(q_ + 192, _MM_HINT_T1);                               \
+        }                                                                      \
     } while (0)
 /* K block in pairs (32 KiB of panel); MACT_GEMM_KC overrides it for tuning */
 static int64_t kc_pairs(void)
@@ -291,7 +291,7 @@ TF static INL void tile_store(int mr, __m512 acc[MR][4], const epi_args *ea)
 
 /* bf16: A rows lda uint32 (pairs) apart, at pair kb; B = panel at pair kb; kn pairs */
 TB static INL void kern_bf16(const int mr, const uint32_t *a, int64_t lda, const uint16_t *b, int64_t kn, float *cb,
-                             int first, int last, const epi_args *ea, const char *pf)
+                             int first, int last, const epi_args *ea, const char *pf, int pfl)
 {
     __m512 acc[MR][4];
 #pragma GCC unroll 6
@@ -302,7 +302,7 @@ TB static INL void kern_bf16(const int mr, const uint32_t *a, int64_t lda, const
     const uint32_t *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
     for (int64_t kp = 0; kp < kn; kp++) {
         const uint16_t *bp = b + kp * 2 * MACT_PANEL;
-        if (pf) PREFETCH_ROW(pf + kp * 256);
+        if (pf) PREFETCH_LINES(pf + kp * pfl * 64, pfl);
         __m512bh b0 = (__m512bh)_mm512_load_si512(bp), b1 = (__m512bh)_mm512_load_si512(bp + 32);
         __m512bh b2 = (__m512bh)_mm512_load_si512(bp + 64), b3 = (__m512bh)_mm512_load_si512(bp + 96);
 #define ROW(i, ai)                                                                    \
@@ -330,7 +330,7 @@ TB static INL void kern_bf16(const int mr, const uint32_t *a, int64_t lda, const
 /* fp32: x rows ldx floats apart, at k = 2 kb; B = panel at pair kb; kn pairs, of which the last has only
  * its even k when odd_tail */
 TF static INL void kern_f32(const int mr, const float *x, int64_t ldx, const uint16_t *b, int64_t kn, int odd_tail,
-                            float *cb, int first, int last, const epi_args *ea, const char *pf)
+                            float *cb, int first, int last, const epi_args *ea, const char *pf, int pfl)
 {
     __m512 acc[MR][4];
 #pragma GCC unroll 6
@@ -351,7 +351,7 @@ TF static INL void kern_f32(const int mr, const float *x, int64_t ldx, const uin
     }
     for (int64_t kp = 0; kp < kn; kp++) {
         const uint16_t *bp = b + kp * 2 * MACT_PANEL;
-        if (pf) PREFETCH_ROW(pf + kp * 256);
+        if (pf) PREFETCH_LINES(pf + kp * pfl * 64, pfl);
         {
             __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(bp), 16));
             __m512 w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(bp + 32), 16));
@@ -384,7 +384,7 @@ TF static INL void kern_f32(const int mr, const float *x, int64_t ldx, const uin
 
 /* fp32 panels: x rows ldx floats apart, at k = kb; B = panel at row kb; kn k rows */
 TF static INL void kern_f32p(const int mr, const float *x, int64_t ldx, const float *b, int64_t kn, float *cb,
-                             int first, int last, const epi_args *ea, const char *pf)
+                             int first, int last, const epi_args *ea, const char *pf, int pfl)
 {
     __m512 acc[MR][4];
 #pragma GCC unroll 6
@@ -403,7 +403,7 @@ TF static INL void kern_f32p(const int mr, const float *x, int64_t ldx, const fl
     }
     for (int64_t k = 0; k < kn; k++) {
         const float *bp = b + k * MACT_PANEL;
-        if (pf) PREFETCH_ROW(pf + k * 256);
+        if (pf) PREFETCH_LINES(pf + k * pfl * 64, pfl);
         __m512 w0 = _mm512_load_ps(bp), w1 = _mm512_load_ps(bp + 16), w2 = _mm512_load_ps(bp + 32),
                w3 = _mm512_load_ps(bp + 48);
         ROWF(0, x0, k) ROWF(1, x1, k) ROWF(2, x2, k) ROWF(3, x3, k) ROWF(4, x4, k) ROWF(5, x5, k)
@@ -423,33 +423,33 @@ TF static INL void kern_f32p(const int mr, const float *x, int64_t ldx, const fl
 /* one instance per row count, so each keeps its accumulators in registers */
 #define KB(n)                                                                                                \
     TB static void kern_bf16_##n(const uint32_t *a, int64_t lda, const uint16_t *b, int64_t kn, float *cb,  \
-                                 int first, int last, const epi_args *ea, const char *pf)                    \
+                                 int first, int last, const epi_args *ea, const char *pf, int pfl)                    \
     {                                                                                                        \
-        kern_bf16(n, a, lda, b, kn, cb, first, last, ea, pf);                                                \
+        kern_bf16(n, a, lda, b, kn, cb, first, last, ea, pf, pfl);                                                \
     }
 #define KF(n)                                                                                                \
     TF static void kern_f32_##n(const float *x, int64_t ldx, const uint16_t *b, int64_t kn, int odd_tail,    \
-                                float *cb, int first, int last, const epi_args *ea, const char *pf)          \
+                                float *cb, int first, int last, const epi_args *ea, const char *pf, int pfl)          \
     {                                                                                                        \
-        kern_f32(n, x, ldx, b, kn, odd_tail, cb, first, last, ea, pf);                                       \
+        kern_f32(n, x, ldx, b, kn, odd_tail, cb, first, last, ea, pf, pfl);                                       \
     }
 #define KP(n)                                                                                                \
     TF static void kern_f32p_##n(const float *x, int64_t ldx, const float *b, int64_t kn, float *cb, int first,  \
-                                 int last, const epi_args *ea, const char *pf)                               \
+                                 int last, const epi_args *ea, const char *pf, int pfl)                               \
     {                                                                                                        \
-        kern_f32p(n, x, ldx, b, kn, cb, first, last, ea, pf);                                                \
+        kern_f32p(n, x, ldx, b, kn, cb, first, last, ea, pf, pfl);                                                \
     }
 KB(1) KB(2) KB(3) KB(4) KB(5) KB(6)
 KF(1) KF(2) KF(3) KF(4) KF(5) KF(6)
 KP(1) KP(2) KP(3) KP(4) KP(5) KP(6)
 typedef void (*kbf_fn)(const uint32_t *, int64_t, const uint16_t *, int64_t, float *, int, int, const epi_args *,
-                       const char *);
+                       const char *, int);
 typedef void (*kf_fn)(const float *, int64_t, const uint16_t *, int64_t, int, float *, int, int, const epi_args *,
-                      const char *);
+                      const char *, int);
 static const kbf_fn kbf[MR + 1] = {0, kern_bf16_1, kern_bf16_2, kern_bf16_3, kern_bf16_4, kern_bf16_5, kern_bf16_6};
 static const kf_fn kf[MR + 1] = {0, kern_f32_1, kern_f32_2, kern_f32_3, kern_f32_4, kern_f32_5, kern_f32_6};
 typedef void (*kp_fn)(const float *, int64_t, const float *, int64_t, float *, int, int, const epi_args *,
-                      const char *);
+                      const char *, int);
 static const kp_fn kp[MR + 1] = {0, kern_f32p_1, kern_f32p_2, kern_f32p_3, kern_f32p_4, kern_f32p_5, kern_f32p_6};
 
 /* x fp32 rows [m0, m1) -> bf16 pairs (round to nearest even), K padded to 2 Kp with zeros */
@@ -520,19 +520,20 @@ TF static void gemm_panel_task(void *arg, int64_t p, int tid)
         const int64_t kn = Kp - kb < KC ? Kp - kb : KC;
         const int first = kb == 0, last = kb + kn == Kp;
         /* rows are 256 bytes in every format; prefetching past the end of the packs is harmless (no faults) */
-        const char *ahead = (const char *)pk->data + ((p * Kp) + kb + MACT_PF_AHEAD) * 256;
+        const char *blk = (const char *)pk->data + ((p * Kp) + kb) * 256;
         for (int64_t mt = 0; mt < M; mt += MR) {
             const int mr = (int)(M - mt < MR ? M - mt : MR);
             ea.y = j->y + mt * j->ldy + n0;
             float *cbt = cb ? cb + mt * 64 : NULL;
-            const char *pf = mt == 0 ? ahead : NULL;
+            int pfl;
+            const char *pf = mact_tile_prefetch(blk, kn, KC, M, mt, &pfl);
             if (f32)
-                kp[mr](j->x + mt * j->ldx + kb, j->ldx, BF + kb * MACT_PANEL, kn, cbt, first, last, &ea, pf);
+                kp[mr](j->x + mt * j->ldx + kb, j->ldx, BF + kb * MACT_PANEL, kn, cbt, first, last, &ea, pf, pfl);
             else if (j->use_bf16)
-                kbf[mr](Ax + mt * Kp + kb, Kp, B + kb * 2 * MACT_PANEL, kn, cbt, first, last, &ea, pf);
+                kbf[mr](Ax + mt * Kp + kb, Kp, B + kb * 2 * MACT_PANEL, kn, cbt, first, last, &ea, pf, pfl);
             else
                 kf[mr](j->x + mt * j->ldx + 2 * kb, j->ldx, B + kb * 2 * MACT_PANEL, kn, last && (K & 1), cbt, first,
-                       last, &ea, pf);
+                       last, &ea, pf, pfl);
         }
     }
 }

@@ -147,7 +147,7 @@ typedef struct {
 
 /* a: quantized rows (Kq uint32 apart) at quad kb; b: panel at quad kb; kn quads */
 TV static INL void kern_i8(const int mr, const uint32_t *a, int64_t lda, const int8_t *b, int64_t kn, int32_t *cb,
-                           int first, int last, const epi8 *ea, const char *pf)
+                           int first, int last, const epi8 *ea, const char *pf, int pfl)
 {
     __m512i acc[MR][4];
 #pragma GCC unroll 6
@@ -159,10 +159,13 @@ TV static INL void kern_i8(const int mr, const uint32_t *a, int64_t lda, const i
     for (int64_t kq = 0; kq < kn; kq++) {
         const int8_t *bp = b + kq * 256;
         if (pf) {
-            _mm_prefetch(pf + kq * 256, _MM_HINT_T1);
-            _mm_prefetch(pf + kq * 256 + 64, _MM_HINT_T1);
-            _mm_prefetch(pf + kq * 256 + 128, _MM_HINT_T1);
-            _mm_prefetch(pf + kq * 256 + 192, _MM_HINT_T1);
+            const char *q = pf + kq * pfl * 64;
+            _mm_prefetch(q, _MM_HINT_T1);
+            if (pfl > 1) _mm_prefetch(q + 64, _MM_HINT_T1);
+            if (pfl > 2) {
+                _mm_prefetch(q + 128, _MM_HINT_T1);
+                _mm_prefetch(q + 192, _MM_HINT_T1);
+            }
         }
         __m512i b0 = _mm512_load_si512(bp), b1 = _mm512_load_si512(bp + 64);
         __m512i b2 = _mm512_load_si512(bp + 128), b3 = _mm512_load_si512(bp + 192);
@@ -215,13 +218,13 @@ TV static INL void kern_i8(const int mr, const uint32_t *a, int64_t lda, const i
 
 #define KI(n)                                                                                                \
     TV static void kern_i8_##n(const uint32_t *a, int64_t lda, const int8_t *b, int64_t kn, int32_t *cb,     \
-                               int first, int last, const epi8 *ea, const char *pf)                          \
+                               int first, int last, const epi8 *ea, const char *pf, int pfl)                          \
     {                                                                                                        \
-        kern_i8(n, a, lda, b, kn, cb, first, last, ea, pf);                                                  \
+        kern_i8(n, a, lda, b, kn, cb, first, last, ea, pf, pfl);                                                  \
     }
 KI(1) KI(2) KI(3) KI(4) KI(5) KI(6)
 typedef void (*ki_fn)(const uint32_t *, int64_t, const int8_t *, int64_t, int32_t *, int, int, const epi8 *,
-                      const char *);
+                      const char *, int);
 static const ki_fn ki[MR + 1] = {0, kern_i8_1, kern_i8_2, kern_i8_3, kern_i8_4, kern_i8_5, kern_i8_6};
 
 typedef struct {
@@ -283,15 +286,15 @@ TV static void panel_task(void *arg, int64_t p, int tid)
     for (int64_t kb = 0; kb < Kq; kb += KC) {
         const int64_t kn = Kq - kb < KC ? Kq - kb : KC;
         const int first = kb == 0, last = kb + kn == Kq;
-        /* the first row tile streams the block: it prefetches MACT_PF_AHEAD rows ahead of itself */
-        const char *ahead = (const char *)B + (kb + MACT_PF_AHEAD) * 256;
+        const char *blk = (const char *)B + kb * 256;  /* the row tiles' prefetch: mact_tile_prefetch */
         for (int64_t mt = 0; mt < M; mt += MR) {
             const int mr = (int)(M - mt < MR ? M - mt : MR);
             ea.y = j->y + mt * j->ldy + n0;
             ea.rs = rsx + mt;
             ea.rz = rzx + mt;
-            const char *pf = mt == 0 ? ahead : NULL;
-            ki[mr](Ax + mt * Kq + kb, Kq, B + kb * 256, kn, cb ? cb + mt * 64 : NULL, first, last, &ea, pf);
+            int pfl;
+            const char *pf = mact_tile_prefetch(blk, kn, KC, M, mt, &pfl);
+            ki[mr](Ax + mt * Kq + kb, Kq, B + kb * 256, kn, cb ? cb + mt * 64 : NULL, first, last, &ea, pf, pfl);
         }
     }
 }
