@@ -12,7 +12,7 @@
  * Loops: one pool task per 64-column panel, or per contiguous run of panels when M is small
  * (mact_for_panels); a panel is computed entirely by one thread, in a fixed order, so results never depend
  * on the thread count. Inside a panel, K is cut into blocks of KC pairs (32 KiB of panel, L1-resident while
- * every 6-row tile of x passes; the first tile prefetches MACT_PF_AHEAD rows ahead);
+ * every 6-row tile of x passes; what each tile prefetches is planned by mact_tile_prefetch in kernels.h);
  * partial sums between K blocks live in a per-thread [M, 64] buffer, so the epilogue (bias, GELU,
  * residual add) runs once on the finished sum.
  * Attention: one pool task per head; K of the head transposed once (fp32, or bf16 d-pairs with V as key

@@ -231,19 +231,20 @@ void *mact_thread_buf(int which, size_t bytes);
  * in G ops/s for ops_per_iter per call iteration. */
 double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads);
 /* Rows (256 bytes each in every pack format) that the first row tile of a packed GEMM's K block prefetches
- * ahead of itself, in the bf16/fp32 and the int8 GEMMs (gemm_avx512.c says why). */
+ * ahead of itself when the GEMM has at most two row tiles (mact_tile_prefetch). */
 #define MACT_PF_AHEAD 16
 /* What the row tile at row mt of a K block prefetches: *pfl lines (1, 2 or 4) per k step from the returned
  * address on (NULL: nothing). blk: the block's first panel row; kn its rows; kc the K block size; the panel's
  * rows run on into the next block and the next panel, so "the next block" is always blk + kn rows.
  * Up to two row tiles (M <= 12) the first tile streams the block and prefetches MACT_PF_AHEAD rows ahead of
- * itself, a row per k step. From three tiles on, the next block's kc rows are spread over the tiles (the
+ * itself, a row per k step (at M = 10: 31-34 GB/s against 26-27 GB/s with the whole next block prefetched
+ * during the last tile, and 39.1 against 37.5 GB/s with it spread over both tiles). From three tiles on, the next block's kc rows are spread over the tiles (the
  * first tile still streams this block from wherever it is): on the 2-core Zen 5, the 252 action-expert
  * GEMMs at M = 30 read 21.2 against 18.4 GB/s (bf16, medians of 7), the first tile's stream no longer
  * waiting on memory while the other four compute (docs/benchmarks.md). */
 static inline const char *mact_tile_prefetch(const char *blk, int64_t kn, int64_t kc, int64_t M, int64_t mt, int *pfl)
 {
-    const int64_t tiles = (M + 5) / 6, t = mt / 6;
+    const int64_t tiles = (M + 5) / 6, t = mt / 6;  /* 6-row tiles (MR in both GEMMs) */
     if (tiles <= 2) {
         *pfl = 4;
         return t == 0 ? blk + MACT_PF_AHEAD * 256 : NULL;
