@@ -36,17 +36,6 @@
 #define INL inline __attribute__((always_inline))
 
 #define MR 6
-/* n (1, 2 or 4) 64-byte lines of panel at p, towards L2 (the row tile prefetch plan: mact_tile_prefetch) */
-#define PREFETCH_LINES(p, n)                                                   \
-    do {                                                                       \
-        const char *q_ = (p);                                                  \
-        _mm_prefetch(q_, _MM_HINT_T1);                                         \
-        if ((n) > 1) _mm_prefetch(q_ + 64, _MM_HINT_T1);                       \
-        if ((n) > 2) {                                                         \
-            _mm_prefetch(q_ + 128, _MM_HINT_T1);                               \
-            _mm_prefetch(q_ + 192, _MM_HINT_T1);                               \
-        }                                                                      \
-    } while (0)
 /* K block in pairs (32 KiB of panel); MACT_GEMM_KC overrides it for tuning */
 static int64_t kc_pairs(void)
 {
@@ -302,7 +291,7 @@ TB static INL void kern_bf16(const int mr, const uint32_t *a, int64_t lda, const
     const uint32_t *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
     for (int64_t kp = 0; kp < kn; kp++) {
         const uint16_t *bp = b + kp * 2 * MACT_PANEL;
-        if (pf) PREFETCH_LINES(pf + kp * pfl * 64, pfl);
+        if (pf) MACT_PREFETCH_LINES(pf + kp * pfl * 64, pfl);
         __m512bh b0 = (__m512bh)_mm512_load_si512(bp), b1 = (__m512bh)_mm512_load_si512(bp + 32);
         __m512bh b2 = (__m512bh)_mm512_load_si512(bp + 64), b3 = (__m512bh)_mm512_load_si512(bp + 96);
 #define ROW(i, ai)                                                                    \
@@ -351,7 +340,7 @@ TF static INL void kern_f32(const int mr, const float *x, int64_t ldx, const uin
     }
     for (int64_t kp = 0; kp < kn; kp++) {
         const uint16_t *bp = b + kp * 2 * MACT_PANEL;
-        if (pf) PREFETCH_LINES(pf + kp * pfl * 64, pfl);
+        if (pf) MACT_PREFETCH_LINES(pf + kp * pfl * 64, pfl);
         {
             __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(bp), 16));
             __m512 w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(bp + 32), 16));
@@ -403,7 +392,7 @@ TF static INL void kern_f32p(const int mr, const float *x, int64_t ldx, const fl
     }
     for (int64_t k = 0; k < kn; k++) {
         const float *bp = b + k * MACT_PANEL;
-        if (pf) PREFETCH_LINES(pf + k * pfl * 64, pfl);
+        if (pf) MACT_PREFETCH_LINES(pf + k * pfl * 64, pfl);
         __m512 w0 = _mm512_load_ps(bp), w1 = _mm512_load_ps(bp + 16), w2 = _mm512_load_ps(bp + 32),
                w3 = _mm512_load_ps(bp + 48);
         ROWF(0, x0, k) ROWF(1, x1, k) ROWF(2, x2, k) ROWF(3, x3, k) ROWF(4, x4, k) ROWF(5, x5, k)

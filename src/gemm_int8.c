@@ -158,15 +158,7 @@ TV static INL void kern_i8(const int mr, const uint32_t *a, int64_t lda, const i
     const uint32_t *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
     for (int64_t kq = 0; kq < kn; kq++) {
         const int8_t *bp = b + kq * 256;
-        if (pf) {
-            const char *q = pf + kq * pfl * 64;
-            _mm_prefetch(q, _MM_HINT_T1);
-            if (pfl > 1) _mm_prefetch(q + 64, _MM_HINT_T1);
-            if (pfl > 2) {
-                _mm_prefetch(q + 128, _MM_HINT_T1);
-                _mm_prefetch(q + 192, _MM_HINT_T1);
-            }
-        }
+        if (pf) MACT_PREFETCH_LINES(pf + kq * pfl * 64, pfl);
         __m512i b0 = _mm512_load_si512(bp), b1 = _mm512_load_si512(bp + 64);
         __m512i b2 = _mm512_load_si512(bp + 128), b3 = _mm512_load_si512(bp + 192);
 #define ROW(i, ai)                                                    \

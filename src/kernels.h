@@ -242,6 +242,18 @@ double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_pe
  * first tile still streams this block from wherever it is): on the 2-core Zen 5, the 252 action-expert
  * GEMMs at M = 30 read 21.2 against 18.4 GB/s (bf16, medians of 7), the first tile's stream no longer
  * waiting on memory while the other four compute (docs/benchmarks.md). */
+/* n (1, 2 or 4) 64-byte lines of panel at p, towards L2: what a row tile issues per k step by that plan (the
+ * including file has <immintrin.h>) */
+#define MACT_PREFETCH_LINES(p, n)                                                                              \
+    do {                                                                                                       \
+        const char *q_ = (p);                                                                                  \
+        _mm_prefetch(q_, _MM_HINT_T1);                                                                         \
+        if ((n) > 1) _mm_prefetch(q_ + 64, _MM_HINT_T1);                                                       \
+        if ((n) > 2) {                                                                                         \
+            _mm_prefetch(q_ + 128, _MM_HINT_T1);                                                               \
+            _mm_prefetch(q_ + 192, _MM_HINT_T1);                                                               \
+        }                                                                                                      \
+    } while (0)
 static inline const char *mact_tile_prefetch(const char *blk, int64_t kn, int64_t kc, int64_t M, int64_t mt, int *pfl)
 {
     const int64_t tiles = (M + 5) / 6, t = mt / 6;  /* 6-row tiles (MR in both GEMMs) */

@@ -126,22 +126,30 @@ static double tensor_bytes(const mact_tensor *t, int prec)
     return n * esz;
 }
 
-/* weight bytes one flow step reads (the modulation is cached per schedule) */
-static double action_step_bytes(const mact_model *m, int prec)
+/* the weights one flow step's GEMMs read, in order (the modulation is cached per schedule): action embed,
+ * each block's seven matrices, final; i < step_weights(m) */
+static int step_weights(const mact_model *m) { return 7 * m->cfg.ae_layers + 2; }
+
+static const mact_tensor *step_weight(const mact_model *m, int i)
 {
     const mact_ae_weights *w = &m->ae;
-    double b = tensor_bytes(&w->action_embed_w, prec) + tensor_bytes(&w->final_w, prec);
-    for (int l = 0; l < m->cfg.ae_layers; l++) {
-        const mact_ae_block *k = &w->blocks[l];
-        b += tensor_bytes(&k->qkv_w, prec) + tensor_bytes(&k->out_w, prec) + tensor_bytes(&k->xq_w, prec) +
-             tensor_bytes(&k->xo_w, prec) + tensor_bytes(&k->gate_w, prec) + tensor_bytes(&k->up_w, prec) +
-             tensor_bytes(&k->down_w, prec);
-    }
+    if (i == 0) return &w->action_embed_w;
+    if (i == step_weights(m) - 1) return &w->final_w;
+    const mact_ae_block *b = &w->blocks[(i - 1) / 7];
+    const mact_tensor *ws[7] = {&b->qkv_w, &b->out_w, &b->xq_w, &b->xo_w, &b->gate_w, &b->up_w, &b->down_w};
+    return ws[(i - 1) % 7];
+}
+
+/* weight bytes one flow step reads */
+static double action_step_bytes(const mact_model *m, int prec)
+{
+    double b = 0;
+    for (int i = 0; i < step_weights(m); i++) b += tensor_bytes(step_weight(m, i), prec);
     return b;
 }
 
-/* ---- the flow step's weight stream in this run: every GEMM of one step (action embed, each block's seven
- * matrices, final) on the model's own packed weights with M rows of random x, the median of 5 passes after
+/* ---- the flow step's weight stream in this run: every GEMM of one step (step_weight) on the model's own
+ * packed weights with M rows of random x, the median of 5 passes after
  * one (the same statistic as the stages': on a shared machine the best pass runs well ahead of a typical one);
  * GB/s of weights read. At M = 1 the kernels do almost no arithmetic per byte, so this is the rate at which
  * this machine streams these weights (the steps' memory bound, measured beside them); at M = H it is the
@@ -149,7 +157,6 @@ static double action_step_bytes(const mact_model *m, int prec)
 static double expert_stream(const mact_model *m, int64_t M, double bytes)
 {
     const mact_config *c = &m->cfg;
-    const mact_ae_weights *w = &m->ae;
     const int64_t AH = c->ae_hidden, I = c->ae_inter, A = c->max_action_dim;
     int64_t wid = 3 * AH > I ? 3 * AH : I;
     wid = wid > A ? wid : A;
@@ -159,13 +166,7 @@ static double expert_stream(const mact_model *m, int64_t M, double bytes)
     double t[6];
     for (int r = 0; r < 6; r++) {
         double t0 = now_s();
-        mact_matmul(y, x, &w->action_embed_w, NULL, M);
-        for (int l = 0; l < c->ae_layers; l++) {
-            const mact_ae_block *b = &w->blocks[l];
-            const mact_tensor *ws[7] = {&b->qkv_w, &b->out_w, &b->xq_w, &b->xo_w, &b->gate_w, &b->up_w, &b->down_w};
-            for (int j = 0; j < 7; j++) mact_matmul(y, x, ws[j], NULL, M);
-        }
-        mact_matmul(y, x, &w->final_w, NULL, M);
+        for (int i = 0; i < step_weights(m); i++) mact_matmul(y, x, step_weight(m, i), NULL, M);
         t[r] = now_s() - t0;
     }
     free(x);

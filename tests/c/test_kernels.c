@@ -140,11 +140,31 @@ static void wake_pool(void)
     if (mact_pool_threads() >= 2) mact_parallel_for_n(2, 2, meet_task, &met);
 }
 
+/* 1 when y, computed with the default thread count, equals (bitwise) the same matmul rerun on one thread into
+ * yr (from y0); *nt gets the default count (with one thread there is nothing to compare: 1) */
+static int same_on_one_thread(const float *y, float *yr, const float *y0, int64_t ldy, const float *x, int64_t ldx,
+                              const void *w, int dt, const float *b, int64_t M, int64_t N, int64_t K, int epi, int *nt)
+{
+    *nt = 1;
+#ifdef _OPENMP
+    *nt = omp_get_max_threads();
+    if (*nt <= 1) return 1;
+    memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
+    omp_set_num_threads(1);
+    mact_matmul_raw_epi(yr, ldy, x, ldx, w, dt, b, M, N, K, epi);
+    omp_set_num_threads(*nt);
+    for (int64_t m = 0; m < M; m++)
+        if (memcmp(yr + m * ldy, y + m * ldy, sizeof(float) * (size_t)N)) return 0;
+#else
+    (void)y; (void)yr; (void)y0; (void)ldy; (void)x; (void)ldx; (void)w; (void)dt; (void)b; (void)M; (void)N;
+    (void)K; (void)epi;
+#endif
+    return 1;
+}
+
 /* Small M (panels in one run per thread): a worker converts (bf16) or quantizes (int8) x into its own buffer
  * before its run. Six calls in a row on fresh x each, every one bitwise against one thread: a worker reading
  * a stale or partial copy of x fails here whenever it takes its run (the pool is kept awake for that). */
-static int same_on_one_thread(const float *y, float *yr, const float *y0, int64_t ldy, const float *x, int64_t ldx,
-                              const void *w, int dt, const float *b, int64_t M, int64_t N, int64_t K, int epi, int *nt);
 static void check_own_copy(void)
 {
     enum { M = 10, N = 4160, K = 1024 };
@@ -170,28 +190,6 @@ static void check_own_copy(void)
     TH_CHECK("small-M GEMM, each thread's own copy of x (bf16, int8): 6 fresh calls bitwise as on 1 thread", ok,
              "%s, call %d, %d threads", bad_prec < 0 ? "-" : mact_precision_name(bad_prec), bad_rep, nt);
     free(w), free(x), free(y), free(yr), free(y0);
-}
-
-/* 1 when y, computed with the default thread count, equals (bitwise) the same matmul rerun on one thread into
- * yr (from y0); *nt gets the default count (with one thread there is nothing to compare: 1) */
-static int same_on_one_thread(const float *y, float *yr, const float *y0, int64_t ldy, const float *x, int64_t ldx,
-                              const void *w, int dt, const float *b, int64_t M, int64_t N, int64_t K, int epi, int *nt)
-{
-    *nt = 1;
-#ifdef _OPENMP
-    *nt = omp_get_max_threads();
-    if (*nt <= 1) return 1;
-    memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
-    omp_set_num_threads(1);
-    mact_matmul_raw_epi(yr, ldy, x, ldx, w, dt, b, M, N, K, epi);
-    omp_set_num_threads(*nt);
-    for (int64_t m = 0; m < M; m++)
-        if (memcmp(yr + m * ldy, y + m * ldy, sizeof(float) * (size_t)N)) return 0;
-#else
-    (void)y; (void)yr; (void)y0; (void)ldy; (void)x; (void)ldx; (void)w; (void)dt; (void)b; (void)M; (void)N;
-    (void)K; (void)epi;
-#endif
-    return 1;
 }
 
 /* -1 when the padding [N, ldy) of every row of y still holds y0's bytes, else the first row written past N */
@@ -961,8 +959,7 @@ int main(void)
         {6, 64, 32, 32, 64},     {7, 65, 33, 33, 65},     {5, 63, 255, 255, 63},    {13, 130, 257, 260, 131},
         {12, 128, 512, 512, 128}, {31, 129, 513, 513, 129}, {1, 200, 1152, 1152, 200}, {10, 96, 2560, 2560, 96},
         {30, 70, 588, 600, 70},  {4, 40, 9728, 9728, 40},  {37, 16, 4304, 4304, 16}, {130, 72, 300, 300, 80},
-        /* small M over many panels: long enough that the pool's worker takes its run of panels (and its own
-         * copy of x) instead of the caller running both */
+        /* small M over many panels: one long run of panels per thread, each thread with its own copy of x */
         {10, 4160, 1024, 1030, 4170},
     };
     double obs_fp32 = 0, obs_bf16 = 0;
