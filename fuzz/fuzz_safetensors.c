@@ -1,7 +1,7 @@
 /* libFuzzer target for the safetensors header parser (mact_st_parse_header): the input is a whole
  * file image. Anything accepted is walked end to end, so a tensor pointing outside the input shows
  * up as an ASan report rather than passing silently. Build/run: see fuzz/README.md. */
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 #include <stddef.h>
 #include <stdint.h>

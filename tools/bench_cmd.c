@@ -26,10 +26,10 @@
 #include <omp.h>
 #endif
 #include "commands.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include "mact.h"
-#include "session.h"
-#include "synth.h"
+#include "model/session.h"
+#include "dev/synth.h"
 
 static double now_s(void)
 {

@@ -4,7 +4,7 @@
 #include <string.h>
 #include "mact.h"
 #include "commands.h"
-#include "parity.h"
+#include "dev/parity.h"
 
 static int usage(FILE *f)
 {

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "commands.h"
-#include "image.h"
+#include "io/image.h"
 #include "mact.h"
-#include "npy.h"
-#include "synth.h"
+#include "io/npy.h"
+#include "dev/synth.h"
 
 #define MAX_CAMS 8
 

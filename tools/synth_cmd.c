@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "synth.h"
+#include "dev/synth.h"
 
 int cmd_synth(int argc, char **argv);
 

@@ -8,8 +8,8 @@
  *                                      safetensors, e.g. F32, BOOL; no dims = 0-d); array j's byte k
  *                                      is (31k + 17j + 5) & 255, bool bytes are ((7k + j) % 3 == 0)
  * Exit status 0 on success; errors go to stderr. */
-#include "npy.h"
-#include "safetensors.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -16,7 +16,7 @@
 /* jpeglib.h needs size_t and FILE declared first. */
 #include <jpeglib.h>
 
-#include "image.h"
+#include "io/image.h"
 #include "th.h"
 
 /* ---------------------------------------------------------------------------- tool mode */

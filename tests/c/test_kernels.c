@@ -35,9 +35,9 @@
 #endif
 #include <pthread.h>
 #include <stdatomic.h>
-#include "kernels.h"
-#include "npy.h"
-#include "threadpool.h"
+#include "kernels/kernels.h"
+#include "io/npy.h"
+#include "kernels/threadpool.h"
 #include "th.h"
 
 static uint64_t rng_s;

@@ -1,7 +1,7 @@
 /* npy / npz unit tests: C->C round trips for every dtype and awkward shapes, hand-made corrupt
  * files that must fail with a clear message, and exhaustive truncation / byte-flip sweeps that must
  * never crash (run under ASan+UBSan by `make asan`). */
-#include "npy.h"
+#include "io/npy.h"
 #include "th.h"
 
 #include <math.h>

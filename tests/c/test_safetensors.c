@@ -1,7 +1,7 @@
 /* safetensors reader tests: hand-built single files and sharded checkpoints, every validation rule
  * with its own damaged file (each must fail with a message naming the problem), and truncation /
  * byte-flip sweeps of the in-memory parser that must never crash (run under ASan+UBSan). */
-#include "safetensors.h"
+#include "io/safetensors.h"
 #include "th.h"
 
 #include <stdint.h>

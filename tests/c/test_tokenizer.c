@@ -19,7 +19,7 @@
 #include <pcre2.h>
 
 #include "th.h"
-#include "tokenizer.h"
+#include "io/tokenizer.h"
 
 static int hexval(int c)
 {

@@ -3,8 +3,8 @@
  * Each image runs alone through the session's single-image buffers. */
 #include <math.h>
 #include <string.h>
-#include "kernels.h"
-#include "session.h"
+#include "kernels/kernels.h"
+#include "model/session.h"
 
 static void add_inplace(float *y, const float *x, int64_t n)
 {

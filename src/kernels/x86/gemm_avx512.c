@@ -27,9 +27,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "kernels.h"
-#include "threadpool.h"
-#include "vecmath_avx512.h"
+#include "kernels/kernels.h"
+#include "kernels/threadpool.h"
+#include "kernels/x86/vecmath_avx512.h"
 
 #define TF __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 #define TB __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16")))

@@ -4,8 +4,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "kernels.h"
-#include "session.h"
+#include "kernels/kernels.h"
+#include "model/session.h"
 
 #define MACT_MAX_STEPS 1000
 

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <utf8proc.h>
-#include "mact_internal.h"
-#include "prompt.h"
+#include "model/model.h"
+#include "stages/prompt.h"
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "npy.h"
-#include "parity.h"
-#include "session.h"
+#include "io/npy.h"
+#include "dev/parity.h"
+#include "model/session.h"
 
 typedef struct {
     FILE *out;

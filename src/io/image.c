@@ -1,6 +1,6 @@
 /* Camera frame -> pixel_values: PNG/JPEG decoding, torchvision-exact bilinear resize, normalisation
  * and patchify (spec 4.1). See image.h for the contracts. */
-#include "image.h"
+#include "io/image.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 /* jpeglib.h needs size_t and FILE declared first. */
 #include <jpeglib.h>
-#include "mact_internal.h"
+#include "model/model.h"
 
 #define set_err mact_errf  /* one formatter for every module's errors */
 

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "mact_internal.h"
+#include "model/model.h"
 
 int mact_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 {

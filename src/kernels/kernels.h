@@ -19,8 +19,8 @@
 #ifndef MACT_KERNELS_H
 #define MACT_KERNELS_H
 #include <stdint.h>
-#include "mact_internal.h"
-#include "threadpool.h"
+#include "model/model.h"
+#include "kernels/threadpool.h"
 
 /* Which code path the kernels use; picked once from the CPU's features, overridable for tests
  * (mact_isa_set clamps to what the CPU has). AVX512BF16 = AVX512 + the bf16 dot-product kernels. */

@@ -26,8 +26,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "kernels.h"
-#include "npy.h"
+#include "kernels/kernels.h"
+#include "io/npy.h"
 
 #define FP_BYTES 64
 

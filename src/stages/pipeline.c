@@ -1,7 +1,7 @@
 /* The whole path from preprocessed inputs to normalised actions, every buffer from the session arena. */
 #include <time.h>
-#include "kernels.h"
-#include "session.h"
+#include "kernels/kernels.h"
+#include "model/session.h"
 
 double mact_now_ms(void)
 {

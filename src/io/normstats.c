@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "mact_internal.h"
-#include "normstats.h"
+#include "model/model.h"
+#include "io/normstats.h"
 
 static int read_vec(const cJSON *o, const char *key, double *v, int *dim, const char *where, char *err, size_t el)
 {

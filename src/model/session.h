@@ -2,7 +2,7 @@
 #ifndef MACT_SESSION_H
 #define MACT_SESSION_H
 #include <math.h>
-#include "mact_internal.h"
+#include "model/model.h"
 
 /* Modulation vectors depend only on t: schedules of up to this many steps are cached per session. */
 #define MACT_MOD_CACHE_STEPS 16

@@ -2,7 +2,7 @@
  *
  * Everything is parsed from a complete in-memory image (files are mmapped read-only), so a corrupt
  * file can only ever cause bounds-checked failures, and the same code serves files and buffers. */
-#include "npy.h"
+#include "io/npy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "mact_internal.h"
+#include "model/model.h"
 
 /* one formatter for every module's errors; this module reports -1 */
 #define set_err(err, errlen, ...) ((void)mact_errf((err), (errlen), -1, __VA_ARGS__))

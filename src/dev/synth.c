@@ -1,7 +1,7 @@
 /* Random MolmoAct2 checkpoints from C: see synth.h for the contract, the presets and the token layout.
  * Layout sources: docs/design.md (names, dtypes, config.json), shared/spec/molmoact2.md sections 1-2
  * (shapes), 4.2 (token ids), 4.4 (norm_stats.json), and the tensor table of src/model.c. */
-#include "synth.h"
+#include "dev/synth.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -17,7 +17,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "mact_internal.h"
+#include "model/model.h"
 
 /* ------------------------------------------------------------------------------------------------
  * presets */

@@ -14,7 +14,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "threadpool.h"
+#include "kernels/threadpool.h"
 
 #define MAX_WORKERS 255
 #define WORKER_SPINS 20000  /* pause loops (~50-100 us) before a worker sleeps */

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mact.h"
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 #define MACT_MAX_TAPS 8
 

@@ -3,8 +3,8 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
-#include "kernels.h"
-#include "session.h"
+#include "kernels/kernels.h"
+#include "model/session.h"
 
 /* Token types that see each other bidirectionally (upstream token_type_ids). */
 static int is_image_token(const mact_config *c, int64_t id)

@@ -13,9 +13,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "kernels.h"
-#include "npy.h"
-#include "threadpool.h"
+#include "kernels/kernels.h"
+#include "io/npy.h"
+#include "kernels/threadpool.h"
 
 #include <stdatomic.h>
 /* process-wide settings, read by every kernel call (relaxed atomics: racing first reads all detect the

@@ -3,7 +3,7 @@
  * Validation happens once, up front, so the rest of the runtime can trust every tensor it finds:
  * known dtype, shape and byte range consistent, range inside its file, no two tensors sharing bytes,
  * every name unique across shards and (with an index) exactly where the index says. */
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "mact_internal.h"
+#include "model/model.h"
 
 /* one formatter for every module's errors; this module reports -1 */
 #define set_err(err, errlen, ...) ((void)mact_errf((err), (errlen), -1, __VA_ARGS__))

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <immintrin.h>
-#include "kernels.h"
-#include "threadpool.h"
-#include "vecmath_avx512.h"
+#include "kernels/kernels.h"
+#include "kernels/threadpool.h"
+#include "kernels/x86/vecmath_avx512.h"
 
 #define TV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni")))
 #define INL inline __attribute__((always_inline))

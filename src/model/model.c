@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "mact_internal.h"
-#include "npy.h"
-#include "normstats.h"
-#include "tokenizer.h"
-#include "kernels.h"
+#include "model/model.h"
+#include "io/npy.h"
+#include "io/normstats.h"
+#include "io/tokenizer.h"
+#include "kernels/kernels.h"
 
 enum {
     T_VEC = 1,       /* converted to F32 at load: norms, biases, small tables read directly by stages */

@@ -1,6 +1,6 @@
 /* Byte-level BPE tokenizer (HF tokenizer.json, Qwen2/Qwen3 family). See tokenizer.h for the
  * contract; the comments here explain where the HF Rust implementation's behaviour is mirrored. */
-#include "tokenizer.h"
+#include "io/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <utf8proc.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include "mact_internal.h"
+#include "model/model.h"
 
 /* Ids are stored as int32 internally; a larger id (or a table that big) means a broken file. */
 #define MAX_TOKEN_ID ((int64_t)1 << 26)

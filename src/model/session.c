@@ -6,8 +6,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "kernels.h"
-#include "session.h"
+#include "kernels/kernels.h"
+#include "model/session.h"
 
 int mact_session_fail(struct mact_session *s, int code, const char *fmt, ...)
 {

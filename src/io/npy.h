@@ -15,7 +15,7 @@
 #define MACT_NPY_H
 #include <stddef.h>
 #include <stdint.h>
-#include "safetensors.h"   /* the MACT_* dtype enum, mact_dtype_name / mact_dtype_size */
+#include "io/safetensors.h"   /* the MACT_* dtype enum, mact_dtype_name / mact_dtype_size */
 
 #define MACT_NPY_MAX_DIMS 8
 

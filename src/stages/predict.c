@@ -3,11 +3,11 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
-#include "image.h"
-#include "normstats.h"
-#include "prompt.h"
-#include "session.h"
-#include "tokenizer.h"
+#include "io/image.h"
+#include "io/normstats.h"
+#include "stages/prompt.h"
+#include "model/session.h"
+#include "io/tokenizer.h"
 
 
 /* xoshiro256** seeded by splitmix64; Gaussian by Box-Muller. */
