@@ -50,6 +50,26 @@ int mact_precision_parse(const char *name);
 /* The name of a MACT_PRECISION_* (static string; "default" for DEFAULT, "?" when unknown). */
 const char *mact_precision_str(int precision);
 
+/* Which kernels run the ops. AUTO picks the best the CPU has (once, from its features); REF forces the
+ * plain-C reference kernels for every op (any CPU; for tests and bug reports); the x86 levels cap the
+ * choice (clamped to what the CPU has). $MACT_KERNELS ("auto", "ref", "avx2", "avx512", "avx512bf16")
+ * overrides AUTO. Chosen at load: the packed weight layout belongs to the kernels that read it. */
+typedef enum {
+    MACT_KERNELS_AUTO = 0,
+    MACT_KERNELS_REF,
+    MACT_KERNELS_X86_AVX2,
+    MACT_KERNELS_X86_AVX512,
+    MACT_KERNELS_X86_AVX512_BF16,
+} mact_kernels;
+
+/* A pool of worker threads. A session makes its own by default; several sessions may share one (their
+ * jobs then take turns on it, each still using all its threads). Free it after every session using it. */
+typedef struct mact_threadpool mact_threadpool;
+/* n_threads <= 0: all cores. */
+int mact_threadpool_new(int n_threads, mact_threadpool **out, char *err, size_t errlen);
+void mact_threadpool_free(mact_threadpool *p);
+int mact_threadpool_size(const mact_threadpool *p);
+
 typedef struct {
     int pooling_mask;  /* MACT_POOL_*; FROM_CONFIG reads adapter_config */
     int encoder_mask;  /* MACT_ENC_*; FROM_CONFIG follows action_mode */
@@ -62,6 +82,7 @@ typedef struct {
      * the model directory (name, size, mtime), so a changed checkpoint gets a new file; old files are not
      * deleted. Cache problems never fail the load: mact_model_info.pack_cache says what happened. */
     const char *pack_cache_dir;
+    mact_kernels kernels; /* AUTO (0): $MACT_KERNELS, else the best the CPU has */
 } mact_load_options;
 
 /* Sizes an integrator needs to allocate buffers; all read from the checkpoint. */
@@ -81,6 +102,7 @@ typedef struct {
     int encoder_mask;        /* resolved MACT_ENC_* */
     int precision;           /* resolved MACT_PRECISION_* */
     int pack_cache;          /* 0 no cache, 1 loaded from it, 2 packed and written to it, 3 cache not usable */
+    mact_kernels kernels;    /* resolved: never AUTO */
 } mact_model_info;
 
 int mact_model_load(const char *model_dir, const mact_load_options *opt, mact_model **out,
@@ -93,12 +115,15 @@ int mact_model_describe(const mact_model *m, char *buf, size_t buflen);
 typedef struct {
     int max_images;   /* 0 -> 4 */
     int max_tokens;   /* 0 -> 1024: longest prompt this session accepts */
-    int n_threads;    /* 0 -> all cores */
+    int n_threads;    /* 0 -> all cores; ignored when threadpool is set */
+    mact_threadpool *threadpool; /* NULL: the session makes its own pool of n_threads */
 } mact_session_options;
 
 int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out,
                      char *err, size_t errlen);
 void mact_session_free(mact_session *s);
+/* Threads this session's kernels run on (the size of its pool). */
+int mact_session_threads(const mact_session *s);
 /* The last error of this session; valid until the next call on it. */
 const char *mact_session_error(const mact_session *s);
 
