@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # npy/npz interop with numpy, bit-exact in both directions:
 #   numpy writes .npy (v1/v2/v3, C and Fortran order) and .npz (savez, savez_compressed, zipfile
 #   with data descriptors) -> the C tool reads and rewrites them (stored, deflated, forced zip64)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # The on-disk cache of repacked weights (mact_load_options.pack_cache_dir, `--pack-cache`, $MACT_PACK_CACHE):
 # on a `mact synth tiny` checkpoint, in bf16 and int8, a first load writes the cache, a second maps it, and
 # both give bitwise the actions of a load without the cache. A changed checkpoint file gets a new cache file;

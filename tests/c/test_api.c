@@ -1,3 +1,4 @@
+/* tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm */
 /* Public API on a generated tiny checkpoint (MACT_TEST_MODEL, made by tests/run.sh): bad input at every
  * stage is a clear MACT_ERR_INPUT naming the problem, never a crash; a session is reusable after one. */
 #include <math.h>

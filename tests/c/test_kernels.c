@@ -1,3 +1,4 @@
+/* tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm */
 /* Kernel-level tests: every code path this machine supports (mact_isa_set: scalar, AVX2, AVX-512,
  * AVX-512 BF16; row-major and packed weights; fp32 and bf16 precision) against the plain-C path on fresh
  * random inputs, including ragged shapes (M, N, K off the 6 x 64 tile, the 16-lane vectors and the K

@@ -1,3 +1,4 @@
+/* tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm */
 /* npy / npz unit tests: C->C round trips for every dtype and awkward shapes, hand-made corrupt
  * files that must fail with a clear message, and exhaustive truncation / byte-flip sweeps that must
  * never crash (run under ASan+UBSan by `make asan`). */

@@ -1,3 +1,4 @@
+/* tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm */
 /* safetensors reader tests: hand-built single files and sharded checkpoints, every validation rule
  * with its own damaged file (each must fail with a message naming the problem), and truncation /
  * byte-flip sweeps of the in-memory parser that must never crash (run under ASan+UBSan). */

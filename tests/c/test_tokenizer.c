@@ -1,3 +1,4 @@
+/* tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm */
 /* Unit tests for src/tokenizer.[ch] on a hand-made tokenizer.json (no network): BPE merge order,
  * added tokens (plain, lstrip/rstrip, single_word, normalized), NFC, invalid UTF-8, load errors.
  *
