@@ -122,7 +122,7 @@ for tokname, key in want.items():
     check(added.get(tokname) == cfg.get(key), f"{tokname}: tokenizer id {added.get(tokname)} != config {key} {cfg.get(key)}")
 for i, t in enumerate(["<im_start>", "<im_end>", "<im_patch>", "<im_col>", "<low_res_im_start>", "<|image|>",
                        "<im_low>", "<frame_start>", "<frame_end>"]):
-    check(added.get(t) == V + i, f"{t} at {added.get(t)}, spec 4.2 wants vocab_size + {i} = {V + i}")
+    check(added.get(t) == V + i, f"{t} at {added.get(t)}, docs/spec/molmoact2.md 4.2 wants vocab_size + {i} = {V + i}")
 ns = cfg.get("num_state_tokens", 256)
 for k in range(ns):
     check(added.get(f"<state_{k}>") == cfg["state_token_start_id"] + k, f"<state_{k}> id")

@@ -51,7 +51,7 @@ if ! "$TOOL" unicode-info "$TMP/unicode_info.txt" ||
 fi
 
 status=0
-# The derived tokenizer must give the MolmoAct2 marker ids of spec 4.2 in the Rust library too.
+# The derived tokenizer must give the MolmoAct2 marker ids of docs/spec/molmoact2.md 4.2 in the Rust library too.
 if node -e '
 const {Tokenizer} = require(process.argv[1] + "/node_modules/@anush008/tokenizers");
 const t = Tokenizer.fromFile(process.argv[1] + "/molmoact2_tokenizer.json");

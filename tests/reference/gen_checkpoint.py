@@ -48,7 +48,7 @@ def round_up(v, m):
 
 
 def token_ids(V):
-    """Top-level special ids. Image tokens follow spec 4.2: id = vocab_size + index."""
+    """Top-level special ids. Image tokens follow docs/spec/molmoact2.md 4.2: id = vocab_size + index."""
     return dict(
         image_start_token_id=V + 0, image_end_token_id=V + 1, image_patch_id=V + 2, image_high_res_id=V + 2,
         image_col_id=V + 3, low_res_image_start_token_id=V + 4, image_low_res_id=V + 6,
@@ -283,7 +283,7 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=["mixed", "f32"], default="mixed")
     ap.add_argument("--no-sampler", action="store_true")
     ap.add_argument("--sampler-place", choices=["after", "before"], default="after",
-                    help="after: C = text hidden (default, spec 7.1); before: C = adapter hidden")
+                    help="after: C = text hidden (default, docs/spec/molmoact2.md 7.1); before: C = adapter hidden")
     ap.add_argument("--qkv-bias", action="store_true")
     ap.add_argument("--qk-norm", choices=["qwen3", "olmo", "none"], default="qwen3")
     ap.add_argument("--pooling", choices=["sdpa", "eager", "none"], default="sdpa",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for mact's image preprocessing (spec 4.1), driven by tests/test_image_torch.sh.
+"""PyTorch reference for mact's image preprocessing (docs/spec/molmoact2.md 4.1), driven by tests/test_image_torch.sh.
 
 For fresh random images (seed printed) it runs the C tool (tests/c/test_image.c tool mode) and compares:
   * the uint8 bilinear resize against torch, computed the way the HF MolmoAct2 image processor calls

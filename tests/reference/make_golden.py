@@ -60,7 +60,7 @@ def build_input_ids(m, rng, n_img, K, N, action_span=True):
                 out.append(t)
         return out
 
-    head = [eos]                                    # BOS = eos id (spec 4.2)
+    head = [eos]                                    # BOS = eos id (docs/spec/molmoact2.md 4.2)
     for _ in range(n_img):
         head += text(2) + [int(c["image_start_token_id"])] + [m.image_patch_id] * K + [int(c["image_end_token_id"])]
     tail = [eos] + text(3)                          # "<|im_end|>" then "\n<|im_start|>assistant\n"

@@ -4,7 +4,7 @@ Files in tests/reference/
 -------------------------
 molmoact2_ref.py   this module: safetensors I/O (no `safetensors` package needed), checkpoint loading
                    (HF, LeRobot `model.` and LeRobot+PEFT-LoRA key forms; LoRA merged W0 + alpha/r*B@A),
-                   and the continuous-action inference path of the spec (shared/spec/molmoact2.md
+                   and the continuous-action inference path of the spec (docs/spec/molmoact2.md
                    sections 3.1-3.7, 4.5, 4.6, 5) written with torch's own functions, fp32 throughout.
                    MolmoAct2Ref(model_dir) has one method per boundary of docs/design.md:
                      vision(pixel_values, pooling=None)            -> image_embeds [n_img*K, D]
@@ -17,7 +17,7 @@ molmoact2_ref.py   this module: safetensors I/O (no `safetensors` package needed
                      action_loop(keys, values, enc_mask, noise, num_steps=None)
                      e2e(pixel_values, input_ids, noise, num_steps=None, pooling=None, encoder_mask_mode=None)
                    plus velocity, prefill, unnormalize_actions and module-level canonicalize_pixels,
-                   pooling_index, bilinear_spec (hand-written spec 3.4 bilinear, for the self-test).
+                   pooling_index, bilinear_spec (hand-written docs/spec/molmoact2.md 3.4 bilinear, for the self-test).
 gen_checkpoint.py  random checkpoint writer: PRESET (tiny | wide) OUT_DIR [--seed S] [--dtype mixed|f32]
                    [--no-sampler] [--sampler-place after|before] [--qkv-bias] [--qk-norm qwen3|olmo|none]
                    [--pooling sdpa|eager|none] [--action-mode continuous|both] [--norm-tag libero|so101]
@@ -354,7 +354,7 @@ def pooling_index(n_rows=27, n_cols=27, pool_h=2, pool_w=2):
 
 
 def bilinear_spec(M, px, py):
-    """Hand-written bilinear sampling of spec 3.4 (zeros padding, align_corners=False), used only by
+    """Hand-written bilinear sampling of docs/spec/molmoact2.md 3.4 (zeros padding, align_corners=False), used only by
     the self-test to check torch's F.grid_sample. M [C, H, W]; px, py python floats in [0,1]."""
     C, H, W = M.shape
     ix = px * W - 0.5
@@ -372,7 +372,7 @@ def bilinear_spec(M, px, py):
 
 
 def canonicalize_pixels(x):
-    """spec 3.2: snap float pixels back to the uint8 grid: round((x+1)/2*255) clamped /255*2-1."""
+    """docs/spec/molmoact2.md 3.2: snap float pixels back to the uint8 grid: round((x+1)/2*255) clamped /255*2-1."""
     x = torch.round(((x.float() + 1.0) * 0.5) * 255.0)
     return torch.clamp(x, 0.0, 255.0) / 255.0 * 2.0 - 1.0
 
@@ -571,7 +571,7 @@ class MolmoAct2Ref:
         return hs
 
     def pool(self, feats, mode):
-        """feats [n, T, Din] -> pooled [n, n_tok, pool_hidden] (2x2 attention pooling, spec 3.2 / 7.3)."""
+        """feats [n, T, Din] -> pooled [n, n_tok, pool_hidden] (2x2 attention pooling, docs/spec/molmoact2.md 3.2 / 7.3)."""
         if mode not in ("sdpa", "eager", "none"):
             raise ValueError(f"pooling mode {mode}")
         P = "model.vision_backbone.image_pooling_2d."
@@ -649,7 +649,7 @@ class MolmoAct2Ref:
 
     # ---------------- LLM input (3.5, 3.6) ----------------
     def attention_bias(self, input_ids):
-        """[1, N] or [N] ids -> [1, 1, N, N] fp32 with 0 / finfo(fp32).min (spec 3.6); ids < 0 = padding."""
+        """[1, N] or [N] ids -> [1, 1, N, N] fp32 with 0 / finfo(fp32).min (docs/spec/molmoact2.md 3.6); ids < 0 = padding."""
         ids = torch.as_tensor(input_ids).reshape(-1).long()
         N = ids.shape[0]
         valid = ids >= 0
@@ -666,7 +666,7 @@ class MolmoAct2Ref:
         return (torch.cumsum((ids >= 0).long(), 0) - 1).clamp(min=0)
 
     def embed(self, input_ids, image_embeds):
-        """spec 3.5: wte lookup (ids >= vocab -> new_embedding), image features ADDED at <im_patch>."""
+        """docs/spec/molmoact2.md 3.5: wte lookup (ids >= vocab -> new_embedding), image features ADDED at <im_patch>."""
         ids = torch.as_tensor(input_ids).reshape(-1).long()
         ids = torch.where(ids < 0, torch.zeros_like(ids), ids)
         emb = self.w["model.transformer.wte.embedding"]

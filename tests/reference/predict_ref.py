@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference for the integrator's path (spec 4-5): camera frames + task + raw state -> actions.
+"""Reference for the integrator's path (docs/spec/molmoact2.md 4-5): camera frames + task + raw state -> actions.
 
 usage: predict_ref.py MODEL_DIR OUT_DIR [--seed S] [--n-images 2] [--task T] [--steps S]
 
@@ -21,7 +21,7 @@ TOK_DIR = os.path.join(HERE, "..", "tokenizer")
 
 
 def normalize_task(text):
-    """upstream _normalize_question_text as spec 4.2 describes it"""
+    """upstream _normalize_question_text as docs/spec/molmoact2.md 4.2 describes it"""
     t = " ".join(text.split())
     pairs = [('"', '"'), ("'", "'"), ("`", "`"), ("(", ")"), ("[", "]"), ("{", "}"), ("\u201c", "\u201d"),
              ("\u2018", "\u2019")]
@@ -118,7 +118,7 @@ def main():
     # state: random within a widened [q01, q99] so some dims clip
     st = md["state_stats"]
     q01, q99 = np.array(st["q01"], np.float32), np.array(st["q99"], np.float32)
-    # SO-101 joint frame (LeRobot MolmoAct2StateFrameTransformStep, spec 4.3) when the preprocessor has it
+    # SO-101 joint frame (LeRobot MolmoAct2StateFrameTransformStep, docs/spec/molmoact2.md 4.3) when the preprocessor has it
     pp = os.path.join(a.model_dir, "policy_preprocessor.json")
     frame = os.path.exists(pp) and "StateFrameTransform" in open(pp).read()
     signs = np.array([1, -1, 1, 1, 1, 1], np.float32)

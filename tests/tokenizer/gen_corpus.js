@@ -99,7 +99,7 @@ function task() {
   return t;
 }
 
-// MolmoAct2 prompt, spec 4.2: images expanded to <im_start> K x <im_patch> <im_end>.
+// MolmoAct2 prompt, docs/spec/molmoact2.md 4.2: images expanded to <im_start> K x <im_patch> <im_end>.
 function prompt() {
   const nImg = ri(1, 2), K = pick([16, 196, 16]);
   const img = "<im_start>" + "<im_patch>".repeat(K) + "<im_end>";

@@ -1,5 +1,5 @@
 // Derives a MolmoAct2-style tokenizer.json from the Qwen3 one by adding MolmoAct2's marker tokens as
-// added special tokens (spec 4.2).
+// added special tokens (docs/spec/molmoact2.md 4.2).
 // usage: node make_molmoact2_tokenizer.js QWEN3.json OUT.json
 //
 // Id layout (the real checkpoint's tokenizer files are not available here; NAT-TOK asserts the image
