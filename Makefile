@@ -10,9 +10,9 @@ CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread -fPIC -fopenmp
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread -fPIC
 LIBCFLAGS = -fvisibility=hidden -DMACT_BUILD
-LDLIBS  += -fopenmp -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lz -lm -pthread
+LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lz -lm -pthread
 
 VERSION := 0.2.0
 SOVER   := 0

@@ -20,6 +20,14 @@
 extern "C" {
 #endif
 
+/* Marks the library's public functions: the only symbols libmact.so exports (it is built with
+ * -fvisibility=hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define MACT_API __attribute__((visibility("default")))
+#else
+#define MACT_API
+#endif
+
 enum {
     MACT_OK = 0,
     MACT_ERR_IO = -1,          /* file missing or unreadable */
@@ -66,9 +74,9 @@ typedef enum {
  * jobs then take turns on it, each still using all its threads). Free it after every session using it. */
 typedef struct mact_threadpool mact_threadpool;
 /* n_threads <= 0: all cores. */
-int mact_threadpool_new(int n_threads, mact_threadpool **out, char *err, size_t errlen);
-void mact_threadpool_free(mact_threadpool *p);
-int mact_threadpool_size(const mact_threadpool *p);
+MACT_API int mact_threadpool_new(int n_threads, mact_threadpool **out, char *err, size_t errlen);
+MACT_API void mact_threadpool_free(mact_threadpool *p);
+MACT_API int mact_threadpool_size(const mact_threadpool *p);
 
 typedef struct {
     int pooling_mask;  /* MACT_POOL_*; FROM_CONFIG reads adapter_config */
@@ -123,7 +131,7 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
                      char *err, size_t errlen);
 void mact_session_free(mact_session *s);
 /* Threads this session's kernels run on (the size of its pool). */
-int mact_session_threads(const mact_session *s);
+MACT_API int mact_session_threads(const mact_session *s);
 /* The last error of this session; valid until the next call on it. */
 const char *mact_session_error(const mact_session *s);
 

@@ -1,7 +1,7 @@
 /* `mact bench [--model DIR | --preset libero|so101] [--threads N] [--precision fp32|bf16] [--iters N]`
  *
  * Loads a checkpoint (or synthesizes the full-size random one for the preset once, under
- * $MACT_CACHE or ~/.cache/mact), packs its weights (mact_kernels_prepare), then runs the whole pipeline
+ * $MACT_CACHE or ~/.cache/mact), packs its weights (mact_model_pack), then runs the whole pipeline
  * on random pixel values and a prompt of ids BOS + n_img x (<im_start>, K x <im_patch>, <im_end>) +
  * text up to N tokens: one warm-up through mact_generate_from_ids, then --iters runs timing each stage
  * through its public functions:
@@ -22,9 +22,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "commands.h"
 #include "kernels/kernels.h"
 #include "mact.h"
@@ -154,7 +151,7 @@ static double action_step_bytes(const mact_model *m, int prec)
  * GB/s of weights read. At M = 1 the kernels do almost no arithmetic per byte, so this is the rate at which
  * this machine streams these weights (the steps' memory bound, measured beside them); at M = H it is the
  * step's GEMMs without the rest of the step. 0 when out of memory. ---- */
-static double expert_stream(const mact_model *m, int64_t M, double bytes)
+static double expert_stream(const mact_kctx *kc, const mact_model *m, int64_t M, double bytes)
 {
     const mact_config *c = &m->cfg;
     const int64_t AH = c->ae_hidden, I = c->ae_inter, A = c->max_action_dim;
@@ -166,7 +163,7 @@ static double expert_stream(const mact_model *m, int64_t M, double bytes)
     double t[6];
     for (int r = 0; r < 6; r++) {
         double t0 = now_s();
-        for (int i = 0; i < step_weights(m); i++) mact_matmul(y, x, step_weight(m, i), NULL, M);
+        for (int i = 0; i < step_weights(m); i++) mact_matmul(kc, y, x, step_weight(m, i), NULL, M);
         t[r] = now_s() - t0;
     }
     free(x);
@@ -175,11 +172,15 @@ static double expert_stream(const mact_model *m, int64_t M, double bytes)
 }
 
 /* ---- GEMM microbenchmark: the packed GEMM on synthetic bf16 weights, best of 5 ---- */
-static double gemm_bench(int64_t M, int64_t N, int64_t K, int prec)
+static double gemm_bench(const mact_ops *ops, mact_pool *pool, int64_t M, int64_t N, int64_t K, int prec)
 {
+    mact_kctx kc;
+    if (mact_kctx_init(&kc, ops, prec, pool, mact_gemm_scratch0(M, K), mact_gemm_scratch0(32, K),
+                       mact_gemm_scratch1(M)))
+        return 0;
     uint16_t *w = malloc((size_t)(N * K) * 2);
     float *x = malloc((size_t)(M * K) * 4), *y = malloc((size_t)(M * N) * 4);
-    if (!w || !x || !y) { free(w); free(x); free(y); return 0; }
+    if (!w || !x || !y) { free(w); free(x); free(y); mact_kctx_free(&kc); return 0; }
     for (int64_t i = 0; i < N * K; i++) {
         float f = rnd_unit() * 0.05f;
         uint32_t u;
@@ -187,17 +188,19 @@ static double gemm_bench(int64_t M, int64_t N, int64_t K, int prec)
         w[i] = (uint16_t)(u >> 16);
     }
     for (int64_t i = 0; i < M * K; i++) x[i] = rnd_unit();
-    static int owner;
-    mact_pack_weight(&owner, w, MACT_BF16, N, K, prec, 0);
-    mact_matmul_raw(y, N, x, K, w, MACT_BF16, NULL, M, N, K);
+    mact_tensor t = {.name = "bench", .dtype = MACT_BF16, .stored_dtype = MACT_BF16, .ndim = 2, .shape = {N, K},
+                     .data = w};
+    mact_tensor_pack(&kc, &t, 1);
+    mact_matmul(&kc, y, x, &t, NULL, M);
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
         double t0 = now_s();
-        mact_matmul_raw(y, N, x, K, w, MACT_BF16, NULL, M, N, K);
-        double t = now_s() - t0;
-        best = t < best ? t : best;
+        mact_matmul(&kc, y, x, &t, NULL, M);
+        double dt = now_s() - t0;
+        best = dt < best ? dt : best;
     }
-    mact_kernels_release_owner(&owner);
+    mact_tensor_unpack(&t);
+    mact_kctx_free(&kc);
     free(w); free(x); free(y);
     return 2.0 * (double)M * (double)N * (double)K / best / 1e9;
 }
@@ -239,7 +242,7 @@ int cmd_bench(int argc, char **argv)
     else if (!strcmp(preset, "so101")) { N = 136; H = 30; steps = 10; }
     else { fprintf(stderr, "mact bench: unknown preset '%s' (libero, so101)\n", preset); return 2; }
     if (iters < 1) iters = 1;
-    if (threads <= 0) threads = mact_threads();
+    if (threads <= 0 || threads > mact_cpu_count()) threads = mact_cpu_count();
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
@@ -266,9 +269,7 @@ int cmd_bench(int argc, char **argv)
         model = dir;
     }
 
-    const int prec = mact_prec_of(precision);
     /* cold start: load (mmap + tensor table), then pack, timed apart (mact_model_load would pack itself) */
-    mact_set_precision(prec);
     double t0 = now_s();
     mact_model *m;
     mact_load_options lo = {.precision = precision, .no_pack = 1};
@@ -276,11 +277,20 @@ int cmd_bench(int argc, char **argv)
     double t_load = now_s() - t0;
     t0 = now_s();
     int cache_status = 0;
-    if (pack && mact_kernels_prepare_cached(m, prec, pack_cache, &cache_status, err, sizeof err)) {
+    const int prec = m->kprec;
+    mact_threadpool *pool = NULL;
+    if (mact_threadpool_new(threads, &pool, err, sizeof err)) {
         fprintf(stderr, "mact bench: %s\n", err);
         mact_model_free(m);
         return 1;
     }
+    if (pack && mact_model_pack(m, pool, pack_cache, &cache_status, err, sizeof err)) {
+        fprintf(stderr, "mact bench: %s\n", err);
+        mact_threadpool_free(pool);
+        mact_model_free(m);
+        return 1;
+    }
+    m->pack_cache = cache_status;
     double t_pack = now_s() - t0;
     const mact_config *c = &m->cfg;
     const int n_img = 2, K = c->tokens_per_image, need = 1 + n_img * (K + 2) + 1;
@@ -291,7 +301,7 @@ int cmd_bench(int argc, char **argv)
         return 1;
     }
     if (H > c->max_action_horizon) H = c->max_action_horizon;
-    mact_session_options so = {.max_images = n_img, .max_tokens = N, .n_threads = threads};
+    mact_session_options so = {.max_images = n_img, .max_tokens = N, .threadpool = pool};
     mact_session *s;
     if (mact_session_new(m, &so, &s, err, sizeof err)) { fprintf(stderr, "mact bench: %s\n", err); mact_model_free(m); return 1; }
 
@@ -326,12 +336,13 @@ int cmd_bench(int argc, char **argv)
     const int action_dim = A < 7 ? (int)A : 7;
 
     printf("mact bench: %s\n  preset %s: %d images, N = %d tokens, H = %d, %d flow steps; precision %s; %d threads; "
-           "isa %s; %d iterations after 1 warm-up\n",
-           model, preset, n_img, N, H, steps, mact_precision_name(prec), threads, mact_isa_name(mact_isa_get()), iters);
+           "kernels %s; %d iterations after 1 warm-up\n",
+           model, preset, n_img, N, H, steps, mact_precision_name(prec), mact_session_threads(s), mact_ops_name(m->ops),
+           iters);
     static const char *const cache_names[4] = {"", ", from the pack cache", ", pack cache written",
                                                ", pack cache not usable"};
     printf("  cold start: load %.2f s + pack %.2f s = %.2f s (packed %.0f MiB%s)\n", t_load, t_pack, t_load + t_pack,
-           (double)mact_packed_bytes() / 1048576.0, cache_names[cache_status & 3]);
+           (double)m->packed_bytes / 1048576.0, cache_names[cache_status & 3]);
     fflush(stdout);
 
     /* warm-up through the pipeline entry point */
@@ -390,23 +401,22 @@ int cmd_bench(int argc, char **argv)
     double diff = 0;
     for (int64_t i = 0; i < H * A; i++) diff = fmax(diff, fabs((double)traj[i] - traj2[i]));
     double rss = peak_rss_mib();
-    /* the flow step's weights streamed by its GEMMs alone, at M = 1 and M = H, in the session's precision
-     * (mact_session_enter above left it on this thread, as for the GEMM peak below) */
+    /* the flow step's weights streamed by its GEMMs alone, at M = 1 and M = H, in the session's context */
     const double sb = action_step_bytes(m, pack ? prec : MACT_PREC_FP32);
-    const double bw1 = expert_stream(m, 1, sb), bwh = expert_stream(m, H, sb);
+    const double bw1 = expert_stream(&s->kc, m, 1, sb), bwh = expert_stream(&s->kc, m, H, sb);
 
     /* GEMM peak in this run, same precision and threads: the ViT MLP and the LLM QKV shapes. In int8 mode the
      * vision stack runs in bf16: its peak is the bf16 GEMM's, the LLM's and the action expert's the int8 one. */
     const int vprec = prec == MACT_PREC_INT8 ? MACT_PREC_BF16 : prec;
     double g1 = 0, g2 = 0, g8 = 0, ipeak = 0, ipeak8 = 0;
-    if (pack && mact_isa_get() >= MACT_ISA_AVX512) {
-        g1 = gemm_bench(729, 4304, 1152, vprec);
-        g2 = gemm_bench(130, 6144, 2560, vprec);
-        if (prec == MACT_PREC_INT8) g8 = gemm_bench(130, 6144, 2560, MACT_PREC_INT8);
+    if (pack) {
+        g1 = gemm_bench(m->ops, pool, 729, 4304, 1152, vprec);
+        g2 = gemm_bench(m->ops, pool, 130, 6144, 2560, vprec);
+        if (prec == MACT_PREC_INT8) g8 = gemm_bench(m->ops, pool, 130, 6144, 2560, MACT_PREC_INT8);
     }
     double gpeak = g1 > g2 ? g1 : g2;
-    ipeak = mact_isa_peak_gflops(vprec == MACT_PREC_BF16 && mact_isa_get() >= MACT_ISA_AVX512BF16, threads);
-    if (prec == MACT_PREC_INT8) ipeak8 = mact_vnni_peak_gops(threads);
+    ipeak = mact_kernels_peak_gflops(&s->kc, vprec == MACT_PREC_BF16);
+    if (prec == MACT_PREC_INT8) ipeak8 = mact_kernels_peak_gops_i8(&s->kc);
 
     double fv = vision_flops(c, n_img) / 1e9, fl = llm_flops(c, N) / 1e9, fa = action_flops(c, N, H, steps) / 1e9;
     double mv = median(tv, iters), ml = median(tl, iters), ma = median(ta, iters), mt = median(tt, iters);
@@ -438,9 +448,12 @@ int cmd_bench(int argc, char **argv)
            "GB/s; the whole step reads at %.0f%% of the M = 1 rate\n", bw1, bwh, bw1 > 0 ? 100.0 * bws / bw1 : 0.0);
     printf("  peak RSS %.0f MiB (after warm-up %.0f MiB); warm-up %.2f s; staged vs pipeline max |diff| %.3g\n", rss,
            rss_warm, t_warm, diff);
+    const uint64_t grows = atomic_load(&s->kc.grows);
+    if (grows) printf("  warning: the kernels' scratch grew %llu times during inference (a planning gap)\n",
+                      (unsigned long long)grows);
     mact_session_free(s);
-    mact_kernels_release(m);
     mact_model_free(m);
+    mact_threadpool_free(pool);
     free(pix); free(ids); free(embeds); free(hidden); free(bias); free(keys); free(values); free(noise); free(traj);
     free(traj2); free(enc); free(tv); free(tl); free(ta); free(tt); free(kctx); free(vctx); free(tc); free(tp);
     return diff == 0 ? 0 : 1;

@@ -9,13 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Element types shared by the whole runtime (safetensors tensors and npy arrays). The first ten
- * are fixed by contract; U16/U32/U64 exist because npy files (and safetensors) can carry them. */
-enum {
-    MACT_F32, MACT_BF16, MACT_F16, MACT_F64, MACT_I64, MACT_I32, MACT_I16, MACT_I8, MACT_U8, MACT_BOOL,
-    MACT_U16, MACT_U32, MACT_U64,
-    MACT_DTYPE_COUNT
-};
+#include "base/dtype.h"
 
 #define MACT_ST_MAX_DIMS 8
 /* Headers beyond this are rejected: real checkpoints stay far below it and it bounds the JSON parse. */

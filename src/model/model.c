@@ -18,6 +18,7 @@
 enum {
     T_VEC = 1,       /* converted to F32 at load: norms, biases, small tables read directly by stages */
     T_OPTIONAL = 2,  /* validated when present, not required (ln_f, lm_head: dead for continuous actions) */
+    T_NOPACK = 4,    /* a matrix the stages never multiply by (embedding tables read a row at a time, lm_head) */
 };
 
 void *mact_model_own(struct mact_model *m, size_t bytes)
@@ -166,6 +167,9 @@ typedef struct {
     int mode;                    /* 0 bind, 1 describe */
     /* describe accumulators */
     int64_t params, bytes, dt_bytes[3];
+    /* mact_model_for_each_weight */
+    void (*wf)(mact_tensor *t, int lm, void *ctx);
+    void *wctx;
 } walk_ctx;
 
 static void fmt_shape(char *b, size_t bl, int nd, const int64_t *s)
@@ -243,7 +247,7 @@ static int bind_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, in
                          name, mact_dtype_name(s->dtype));
     c->used = 1;
     t->name = c->name;
-    t->dtype = s->dtype;
+    t->dtype = t->stored_dtype = s->dtype;
     t->ndim = nd;
     for (int i = 0; i < nd; i++) t->shape[i] = shape[i];
     t->data = s->data;
@@ -348,8 +352,8 @@ static int walk_tensors(walk_ctx *w, tensor_fn fn)
     mact_llm_weights *L = &m->llm;
     int64_t D = c->d_model, hd = c->head_dim, qd = (int64_t)c->n_heads * hd, kvd = (int64_t)c->n_kv_heads * hd;
 #define LN(fmt, ...) (snprintf(n, sizeof n, "model.transformer." fmt, __VA_ARGS__), n)
-    T2(LN("%s", "wte.embedding"), &L->wte, 0, c->vocab_size, D);
-    T2(LN("%s", "wte.new_embedding"), &L->wte_new, 0, c->additional_vocab_size, D);
+    T2(LN("%s", "wte.embedding"), &L->wte, T_NOPACK, c->vocab_size, D);
+    T2(LN("%s", "wte.new_embedding"), &L->wte_new, T_NOPACK, c->additional_vocab_size, D);
     for (int i = 0; i < c->n_layers; i++) {
         mact_llm_block *b = &L->blocks[i];
         T1(LN("blocks.%d.attn_norm.weight", i), &b->attn_norm, T_VEC, D);
@@ -367,7 +371,7 @@ static int walk_tensors(walk_ctx *w, tensor_fn fn)
     }
     T1(LN("%s", "ln_f.weight"), &L->ln_f, T_OPTIONAL, D);
 #undef LN
-    T2("lm_head.weight", &L->lm_head, T_OPTIONAL, c->vocab_size, D);
+    T2("lm_head.weight", &L->lm_head, T_OPTIONAL | T_NOPACK, c->vocab_size, D);
     /* action expert */
     mact_ae_weights *A = &m->ae;
     int64_t H = c->ae_hidden, AD = c->max_action_dim;
@@ -408,6 +412,20 @@ static int walk_tensors(walk_ctx *w, tensor_fn fn)
 }
 #undef T1
 #undef T2
+
+static int weight_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape)
+{
+    (void)shape;
+    if (nd != 2 || (flags & (T_VEC | T_NOPACK)) || !t->data) return 0;
+    w->wf(t, starts(name, "model.transformer.") || starts(name, "model.action_expert."), w->wctx);
+    return 0;
+}
+
+void mact_model_for_each_weight(struct mact_model *m, void (*f)(mact_tensor *t, int lm, void *ctx), void *ctx)
+{
+    walk_ctx w = {.m = m, .wf = f, .wctx = ctx};
+    walk_tensors(&w, weight_one);
+}
 
 /* The sampler's geometry is whatever its tensors say (K, C, hidden widths); the config only switches
  * it on, and both must agree (the SO101 card's silent-drop failure). */
@@ -523,6 +541,8 @@ static void load_optional(struct mact_model *m)
     }
 }
 
+static void describe_tables(struct mact_model *m, ctable *ct);
+
 int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -582,12 +602,24 @@ int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **
         rc = mact_errf(err, errlen, MACT_ERR_INPUT, "unknown precision %d", m->precision);
         goto fail;
     }
+    m->ops = mact_ops_select(opt ? opt->kernels : MACT_KERNELS_AUTO, err, errlen);
+    if (!m->ops) {
+        rc = MACT_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    m->kprec = mact_kernels_effective_precision(m->ops, m->precision == MACT_PRECISION_FP32   ? MACT_PREC_FP32
+                                                        : m->precision == MACT_PRECISION_INT8 ? MACT_PREC_INT8
+                                                                                              : MACT_PREC_BF16);
+    describe_tables(m, &ct);
     if (!(opt && opt->no_pack)) {
-        /* weights repacked once into the matmul's panel layout for this precision (src/gemm_pack.c) */
+        /* weights packed once into the kernels' layout for this precision and bound to each tensor
+         * (model/packs.c), the work split over a pool that lives for the load */
         const char *cache = opt && opt->pack_cache_dir ? opt->pack_cache_dir : getenv("MACT_PACK_CACHE");
-        if ((rc = mact_kernels_prepare_cached(m, mact_prec_of(m->precision), cache, &m->pack_cache, err, errlen)))
-            goto fail;
-        m->packed = 1;
+        mact_threadpool *pool = NULL;
+        mact_threadpool_new(0, &pool, NULL, 0);  /* NULL (out of memory): packed by this thread alone */
+        rc = mact_model_pack(m, pool, cache, &m->pack_cache, err, errlen);
+        mact_threadpool_free(pool);
+        if (rc) goto fail;
     }
     *out = m;
     return 0;
@@ -599,7 +631,7 @@ fail:
 void mact_model_free(mact_model *m)
 {
     if (!m) return;
-    if (m->packed) mact_kernels_release(m);
+    mact_model_unpack(m);
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     if (m->st) mact_st_close(m->st);
@@ -646,36 +678,57 @@ void mact_model_get_info(const mact_model *m, mact_model_info *i)
     i->encoder_mask = c->encoder_mask;
     i->precision = m->precision;
     i->pack_cache = m->pack_cache;
+    i->kernels = m->ops ? mact_ops_kernels(m->ops) : MACT_KERNELS_REF;
 }
 
 /* ---- describe (mact inspect) ---- */
 
+static const char *const desc_names[6] = {"vision", "pooling+projector", "grid sampler", "llm", "lm_head",
+                                          "action expert"};
+
 typedef struct {
     walk_ctx w;
-    const char *prefix;   /* component filter */
+    struct mact_model *m;
 } desc_ctx;
+
+/* the component of a canonical name (desc_names order), -1 for none */
+static int component(const char *name)
+{
+    if (starts(name, "model.vision_backbone.image_vit.")) return 0;
+    if (starts(name, "model.vision_backbone.image_")) return 1;
+    if (starts(name, "model.vision_backbone.token_sampler.")) return 2;
+    if (starts(name, "model.transformer.")) return 3;
+    if (starts(name, "lm_head.")) return 4;
+    if (starts(name, "model.action_expert.")) return 5;
+    return -1;
+}
 
 static int count_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape)
 {
-    (void)flags;
-    desc_ctx *d = (desc_ctx *)w;
-    if (!t->data || !starts(name, d->prefix)) return 0;
+    struct mact_model *m = ((desc_ctx *)w)->m;
+    const int k = component(name);
+    if (!t->data || k < 0) return 0;
     int64_t n = 1;
     for (int i = 0; i < nd; i++) n *= shape[i];
-    /* report the stored dtype, not the load-time F32 copy */
-    centry key = {.name = (char *)name};
-    centry *c = bsearch(&key, w->ct->e, w->ct->n, sizeof *w->ct->e, cmp_centry);
-    int dt = c ? c->t->dtype : t->dtype;
-    w->params += n;
-    int64_t b = n * (int64_t)mact_dtype_size(dt);
-    w->bytes += b;
-    if (dt <= MACT_F16) w->dt_bytes[dt] += b;
+    /* the stored dtype, not the load-time F32 copy */
+    const int dt = t->stored_dtype;
+    if (nd == 2 && !(flags & (T_VEC | T_NOPACK)) && shape[1] > m->max_k) m->max_k = shape[1];
+    const int64_t b = n * (int64_t)mact_dtype_size(dt);
+    m->desc_params[k] += n;
+    m->desc_bytes[k] += b;
+    if (dt <= MACT_F16) m->desc_dtype_bytes[dt] += b;
     return 0;
 }
 
-int mact_model_describe(const mact_model *cm, char *buf, size_t bl)
+/* at load, while the model is still being built: describe then only reads */
+static void describe_tables(struct mact_model *m, ctable *ct)
 {
-    struct mact_model *m = (struct mact_model *)cm;
+    desc_ctx d = {.w = {.m = m, .ct = ct, .mode = 1}, .m = m};
+    walk_tensors(&d.w, count_one);
+}
+
+int mact_model_describe(const mact_model *m, char *buf, size_t bl)
+{
     const mact_config *c = &m->cfg;
     size_t o = 0;
 #define P(...) do { if (o < bl) o += snprintf(buf + o, bl - o, __VA_ARGS__); } while (0)
@@ -701,38 +754,14 @@ int mact_model_describe(const mact_model *cm, char *buf, size_t bl)
       "%d flow steps, encoder mask %s\n", c->ae_layers, c->ae_hidden, c->ae_heads, c->ae_head_dim, c->ae_inter,
       c->ae_tdim, c->max_action_horizon, c->max_action_dim, c->flow_steps,
       c->encoder_mask == MACT_ENC_ALL ? "all" : "drop_eos");
-    /* re-canonicalize to recover stored dtypes for the report */
-    ctable ct = {0};
-    char err[256];
-    if (canon_names(m, &ct, err, sizeof err)) { P("error: %s\n", err); return -1; }
-    const char *comps[][2] = {{"vision", "model.vision_backbone.image_vit."},
-                              {"pooling+projector", "model.vision_backbone.image_"},
-                              {"grid sampler", "model.vision_backbone.token_sampler."},
-                              {"llm", "model.transformer."},
-                              {"lm_head", "lm_head."},
-                              {"action expert", "model.action_expert."}};
-    int64_t tot = 0, totb = 0, dtb[3] = {0};
+    int64_t tot = 0, totb = 0;
     P("%-18s %14s %14s\n", "component", "parameters", "bytes");
-    for (size_t k = 0; k < sizeof comps / sizeof comps[0]; k++) {
-        desc_ctx d = {.w = {.m = m, .ct = &ct, .mode = 1}, .prefix = comps[k][1]};
-        walk_tensors(&d.w, count_one);
-        if (k == 0) {  /* image_vit is a sub-prefix of image_; report pooling+projector without it */
-            tot += d.w.params; totb += d.w.bytes;
-            for (int i = 0; i < 3; i++) dtb[i] += d.w.dt_bytes[i];
-            P("%-18s %14lld %14lld\n", comps[k][0], (long long)d.w.params, (long long)d.w.bytes);
-            desc_ctx e = {.w = {.m = m, .ct = &ct, .mode = 1}, .prefix = comps[1][1]};
-            walk_tensors(&e.w, count_one);
-            int64_t p = e.w.params - d.w.params, b = e.w.bytes - d.w.bytes;
-            for (int i = 0; i < 3; i++) dtb[i] += e.w.dt_bytes[i] - d.w.dt_bytes[i];
-            tot += p; totb += b;
-            P("%-18s %14lld %14lld\n", comps[1][0], (long long)p, (long long)b);
-            k = 1;
-            continue;
-        }
-        tot += d.w.params; totb += d.w.bytes;
-        for (int i = 0; i < 3; i++) dtb[i] += d.w.dt_bytes[i];
-        P("%-18s %14lld %14lld\n", comps[k][0], (long long)d.w.params, (long long)d.w.bytes);
+    for (int k = 0; k < 6; k++) {
+        tot += m->desc_params[k];
+        totb += m->desc_bytes[k];
+        P("%-18s %14lld %14lld\n", desc_names[k], (long long)m->desc_params[k], (long long)m->desc_bytes[k]);
     }
+    const int64_t *dtb = m->desc_dtype_bytes;
     P("%-18s %14lld %14lld\n", "total", (long long)tot, (long long)totb);
     P("dtype mix (bytes): F32 %lld, BF16 %lld, F16 %lld\n", (long long)dtb[MACT_F32], (long long)dtb[MACT_BF16],
       (long long)dtb[MACT_F16]);

@@ -6,21 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mact.h"
+#include "base/tensor.h"
 #include "io/safetensors.h"
+#include "kernels/kernels.h"
 
 #define MACT_MAX_TAPS 8
-
-/* A weight as the stage code sees it: stored dtype, zero-copy into the mmap where possible. Vectors
- * (norms, biases) and small tables are converted to F32 at load so stage code can read them directly. */
-typedef struct {
-    const char *name;   /* canonical HF name, owned by the model */
-    int dtype;          /* MACT_F32, MACT_BF16 or MACT_F16 */
-    int ndim;
-    int64_t shape[4];
-    const void *data;
-} mact_tensor;
-
-static inline const float *mact_f32(const mact_tensor *t) { return (const float *)t->data; }
 
 enum { MACT_QKNORM_NONE = 0, MACT_QKNORM_QWEN3, MACT_QKNORM_OLMO };
 
@@ -138,9 +128,28 @@ struct mact_model {
     float frame_signs[8], frame_offsets[8];
     int frame_dim;
     int precision;                   /* resolved MACT_PRECISION_* (FP32, BF16 or INT8) */
-    int packed;                      /* mact_kernels_prepare ran: release at free */
+    const mact_ops *ops;             /* the kernels chosen at load; the packs are in their layout */
+    int kprec;                       /* MACT_PREC_* the kernels compute the precision as */
     int pack_cache;                  /* MACT_PACK_CACHE_* of the load */
+    mact_packed *packs;              /* descriptors the tensors' pk point to */
+    void *packs_map;                 /* the packs' bytes: an anonymous mapping or the mapped cache file */
+    size_t packs_map_len, packed_bytes;
+    int64_t max_k;                   /* the largest K (columns) of the weights the stages multiply by */
+    /* mact_model_describe's component table, computed at load (describe itself only formats) */
+    int64_t desc_params[6], desc_bytes[6], desc_dtype_bytes[3];
 };
+
+/* What happened to the pack cache at load (mact_model_info.pack_cache). */
+enum { MACT_PACK_CACHE_NONE = 0, MACT_PACK_CACHE_LOADED = 1, MACT_PACK_CACHE_WRITTEN = 2, MACT_PACK_CACHE_FAILED = 3 };
+
+/* model.c: f(tensor, lm, ctx) for every 2-D weight the stages multiply by (the tensor table's matrices, not
+ * the embeddings); lm = 1 for the LLM's and the action expert's (the weights INT8 mode quantizes). */
+void mact_model_for_each_weight(struct mact_model *m, void (*f)(mact_tensor *t, int lm, void *ctx), void *ctx);
+/* packs.c: pack every weight for m->ops / m->kprec (or map them from cache_dir's pack cache; cache problems
+ * never fail the call, *cache_status says what happened), splitting the work over pool; 0 or an error. */
+int mact_model_pack(struct mact_model *m, mact_pool *pool, const char *cache_dir, int *cache_status, char *err,
+                    size_t errlen);
+void mact_model_unpack(struct mact_model *m);
 
 /* model.c */
 void *mact_model_own(struct mact_model *m, size_t bytes);  /* zeroed, freed with the model */

@@ -3,9 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "kernels/kernels.h"
 #include "model/session.h"
 
@@ -34,9 +31,19 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
     s->m = m;
     s->max_images = opt && opt->max_images > 0 ? opt->max_images : 4;
     s->max_tokens = opt && opt->max_tokens > 0 ? opt->max_tokens : 512;
-    s->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : mact_threads();
     if (s->max_tokens > c->max_position_embeddings) s->max_tokens = c->max_position_embeddings;
-    int nthr = s->n_threads > mact_threads() ? s->n_threads : mact_threads();
+    /* the session's threads: the caller's pool, or one of its own (more threads than CPUs only lose) */
+    mact_threadpool *pool = opt ? opt->threadpool : NULL;
+    if (!pool) {
+        int nt = opt && opt->n_threads > 0 ? opt->n_threads : mact_cpu_count();
+        if (nt > mact_cpu_count()) nt = mact_cpu_count();
+        int rc = mact_threadpool_new(nt, &s->own_pool, err, errlen);
+        if (rc) {
+            free(s);
+            return rc;
+        }
+        pool = s->own_pool;
+    }
 
     const int64_t P = (int64_t)c->grid_h * c->grid_w, VH = c->vit_hidden, VQ = (int64_t)c->vit_heads * c->vit_head_dim;
     const int64_t T = (int64_t)c->pooled_h * c->pooled_w, W = (int64_t)c->pool_h * c->pool_w;
@@ -46,9 +53,17 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
     const int64_t H = c->max_action_horizon, AH = c->ae_hidden, L = c->n_layers;
     const int64_t SC = c->use_sampler ? c->sampler_c : 0, K = c->use_sampler ? c->sampler_k : 0;
     const int64_t maxkeys = max64(max64(P, N), max64(W, H));
+    /* the GEMMs' rows: ViT patches, pooling keys, prompt tokens, action rows */
+    const int64_t rows = max64(max64(P, T * W), max64(N, H));
+    if (mact_kctx_init(&s->kc, m->ops, m->kprec, pool, mact_gemm_scratch0(rows, m->max_k),
+                       mact_gemm_scratch0(32, m->max_k), mact_gemm_scratch1(rows))) {
+        mact_session_free(s);
+        return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory for the kernels' scratch");
+    }
+    const int64_t nthr = s->kc.n_threads;
     s->mod_cache_steps = MACT_MOD_CACHE_STEPS;
     /* the packed cross-attention context exists only where the bf16 attention path can run */
-    const int64_t kvp_stride = s->m->precision != MACT_PRECISION_FP32 && mact_isa_get() >= MACT_ISA_AVX512BF16
+    const int64_t kvp_stride = mact_attention_packable(&s->kc, H, N, c->ae_head_dim)
                                    ? mact_attention_kv_packed_size(N, c->ae_heads, c->ae_head_dim)
                                    : 0;
     s->a_kvp_stride = kvp_stride;
@@ -98,7 +113,7 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
     for (size_t i = 0; i < n_items; i++) total += ((size_t)plan[i].n + 15) & ~(size_t)15;  /* 64-byte aligned */
     s->arena = aligned_alloc(64, total * sizeof(float));
     if (!s->arena) {
-        free(s);
+        mact_session_free(s);
         return mact_errf(err, errlen, MACT_ERR_NOMEM, "cannot allocate %zu MiB of activations", total * 4 >> 20);
     }
     mact_advise_huge(s->arena, total * sizeof(float));
@@ -129,20 +144,16 @@ int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_
 void mact_session_free(mact_session *s)
 {
     if (!s) return;
+    mact_kctx_free(&s->kc);
+    mact_threadpool_free(s->own_pool);
     free(s->arena);
     free(s->pv); free(s->resized); free(s->ids); free(s->ids_f); free(s->text); free(s->noise); free(s->traj);
     free(s);
 }
 
-void mact_session_enter(struct mact_session *s)
-{
-    s->err[0] = 0;
-    /* per calling thread: sessions of models in different precisions may run concurrently */
-    mact_set_thread_precision(mact_prec_of(s->m->precision));
-#ifdef _OPENMP
-    omp_set_num_threads(s->n_threads);
-#endif
-}
+void mact_session_enter(struct mact_session *s) { s->err[0] = 0; }
+
+int mact_session_threads(const mact_session *s) { return s ? s->kc.n_threads : 0; }
 
 int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const char *what)
 {

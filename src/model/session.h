@@ -3,6 +3,7 @@
 #define MACT_SESSION_H
 #include <math.h>
 #include "model/model.h"
+#include "kernels/kernels.h"
 
 /* Modulation vectors depend only on t: schedules of up to this many steps are cached per session. */
 #define MACT_MOD_CACHE_STEPS 16
@@ -10,7 +11,9 @@
 
 struct mact_session {
     const struct mact_model *m;
-    int max_images, max_tokens, n_threads;
+    int max_images, max_tokens;
+    mact_kctx kc;                    /* the kernels' context: ops, precision, pool, per-thread scratch */
+    mact_threadpool *own_pool;       /* the pool the session made (NULL when the caller attached one) */
     float *arena;
     size_t arena_floats;
     /* vision (one image at a time) */

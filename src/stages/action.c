@@ -25,22 +25,22 @@ static void modulation(struct mact_session *s, float t, float *mod)
         emb[j] = sinf(t * f);
         emb[half + j] = cosf(t * f);
     }
-    mact_matmul(h1, emb, &w->time1_w, mact_f32(&w->time1_b), 1);
+    mact_matmul(&s->kc, h1, emb, &w->time1_w, mact_f32(&w->time1_b), 1);
     for (int64_t i = 0; i < AH; i++) h1[i] = mact_silu(h1[i]);
-    mact_matmul(cond, h1, &w->time3_w, mact_f32(&w->time3_b), 1);
+    mact_matmul(&s->kc, cond, h1, &w->time3_w, mact_f32(&w->time3_b), 1);
     for (int64_t i = 0; i < AH; i++) cond[i] = mact_silu(cond[i]);  /* both modulations take silu(c) */
     for (int l = 0; l < c->n_layers; l++)
-        mact_matmul(mod + (int64_t)l * 9 * AH, cond, &w->blocks[l].mod_w, mact_f32(&w->blocks[l].mod_b), 1);
-    mact_matmul(mod + (int64_t)c->n_layers * 9 * AH, cond, &w->fmod_w, mact_f32(&w->fmod_b), 1);
+        mact_matmul(&s->kc, mod + (int64_t)l * 9 * AH, cond, &w->blocks[l].mod_w, mact_f32(&w->blocks[l].mod_b), 1);
+    mact_matmul(&s->kc, mod + (int64_t)c->n_layers * 9 * AH, cond, &w->fmod_w, mact_f32(&w->fmod_b), 1);
 }
 
 /* u = RMSNorm(z) * (1 + scale) + shift, rows of AH */
-static void norm_modulate(const mact_config *c, float *u, const float *z, int64_t h, const float *shift,
+static void norm_modulate(const struct mact_session *s, const mact_config *c, float *u, const float *z, int64_t h, const float *shift,
                           const float *scale)
 {
     const int64_t AH = c->ae_hidden;
-    mact_rmsnorm(u, z, NULL, c->ae_eps, h, AH, AH);
-    mact_modulate_rows(u, h, AH, shift, scale);
+    mact_rmsnorm(&s->kc, u, z, NULL, c->ae_eps, h, AH, AH);
+    mact_modulate_rows(&s->kc, u, h, AH, shift, scale);
 }
 
 
@@ -61,7 +61,7 @@ static void velocity(struct mact_session *s, const float *x, int64_t h, const fl
     const int64_t AH = c->ae_hidden, A = c->max_action_dim, hd = c->ae_head_dim, I = c->ae_inter;
     const float scale = 1.f / sqrtf((float)hd);
     float *z = s->a_z, *u = s->a_u, *qkv = s->a_qkv, *att = s->a_att;
-    mact_matmul(z, x, &w->action_embed_w, mact_f32(&w->action_embed_b), h);
+    mact_matmul(&s->kc, z, x, &w->action_embed_w, mact_f32(&w->action_embed_b), h);
     ensure_ae_rope(s);
     for (int l = 0; l < c->n_layers; l++) {
         const mact_ae_block *b = &w->blocks[l];
@@ -69,46 +69,46 @@ static void velocity(struct mact_session *s, const float *x, int64_t h, const fl
         const float *sh_msa = m, *sc_msa = m + AH, *g_msa = m + 2 * AH, *sh_mca = m + 3 * AH, *sc_mca = m + 4 * AH,
                     *g_mca = m + 5 * AH, *sh_mlp = m + 6 * AH, *sc_mlp = m + 7 * AH, *g_mlp = m + 8 * AH;
         /* self-attention over the action tokens */
-        norm_modulate(c, u, z, h, sh_msa, sc_msa);
-        mact_matmul(qkv, u, &b->qkv_w, mact_f32(&b->qkv_b), h);
+        norm_modulate(s, c, u, z, h, sh_msa, sc_msa);
+        mact_matmul(&s->kc, qkv, u, &b->qkv_w, mact_f32(&b->qkv_b), h);
         if (c->ae_qk_norm) {
             for (int64_t i = 0; i < h; i++) {
-                mact_rmsnorm(qkv + i * 3 * AH, qkv + i * 3 * AH, NULL, c->ae_eps, c->ae_heads, hd, hd);
-                mact_rmsnorm(qkv + i * 3 * AH + AH, qkv + i * 3 * AH + AH, NULL, c->ae_eps, c->ae_heads, hd, hd);
+                mact_rmsnorm(&s->kc, qkv + i * 3 * AH, qkv + i * 3 * AH, NULL, c->ae_eps, c->ae_heads, hd, hd);
+                mact_rmsnorm(&s->kc, qkv + i * 3 * AH + AH, qkv + i * 3 * AH + AH, NULL, c->ae_eps, c->ae_heads, hd, hd);
             }
         }
         if (c->ae_rope) {
             mact_rope(qkv, 3 * AH, h, c->ae_heads, (int)hd, s->a_rope_cos, s->a_rope_sin);
             mact_rope(qkv + AH, 3 * AH, h, c->ae_heads, (int)hd, s->a_rope_cos, s->a_rope_sin);
         }
-        mact_attention(att, AH, qkv, 3 * AH, qkv + AH, qkv + 2 * AH, 3 * AH, h, h, c->ae_heads, c->ae_heads, (int)hd,
+        mact_attention(&s->kc, att, AH, qkv, 3 * AH, qkv + AH, qkv + 2 * AH, 3 * AH, h, h, c->ae_heads, c->ae_heads, (int)hd,
                        scale, NULL, NULL, s->scores);
-        mact_matmul(u, att, &b->out_w, mact_f32(&b->out_b), h);
-        mact_gated_add_rows(z, u, g_msa, h, AH);
+        mact_matmul(&s->kc, u, att, &b->out_w, mact_f32(&b->out_b), h);
+        mact_gated_add_rows(&s->kc, z, u, g_msa, h, AH);
         /* cross-attention to this layer's LLM context */
-        norm_modulate(c, u, z, h, sh_mca, sc_mca);
-        mact_matmul(qkv, u, &b->xq_w, mact_f32(&b->xq_b), h);
-        if (c->ae_qk_norm) mact_rmsnorm(qkv, qkv, NULL, c->ae_eps, h * c->ae_heads, hd, hd);
+        norm_modulate(s, c, u, z, h, sh_mca, sc_mca);
+        mact_matmul(&s->kc, qkv, u, &b->xq_w, mact_f32(&b->xq_b), h);
+        if (c->ae_qk_norm) mact_rmsnorm(&s->kc, qkv, qkv, NULL, c->ae_eps, h * c->ae_heads, hd, hd);
         if (kvp)  /* the same context for every step: K/V packed once per call (bitwise the same result) */
-            mact_attention_packed(att, AH, qkv, AH, kvp + l * s->a_kvp_stride, h, n, c->ae_heads, c->ae_heads, (int)hd,
+            mact_attention_packed(&s->kc, att, AH, qkv, AH, kvp + l * s->a_kvp_stride, h, n, c->ae_heads, c->ae_heads, (int)hd,
                                   scale, NULL, enc, s->scores);
         else
-            mact_attention(att, AH, qkv, AH, kctx + (int64_t)l * n * AH, vctx + (int64_t)l * n * AH, AH, h, n,
+            mact_attention(&s->kc, att, AH, qkv, AH, kctx + (int64_t)l * n * AH, vctx + (int64_t)l * n * AH, AH, h, n,
                            c->ae_heads, c->ae_heads, (int)hd, scale, NULL, enc, s->scores);
-        mact_matmul(u, att, &b->xo_w, mact_f32(&b->xo_b), h);
-        mact_gated_add_rows(z, u, g_mca, h, AH);
+        mact_matmul(&s->kc, u, att, &b->xo_w, mact_f32(&b->xo_b), h);
+        mact_gated_add_rows(&s->kc, z, u, g_mca, h, AH);
         /* SwiGLU MLP */
-        norm_modulate(c, u, z, h, sh_mlp, sc_mlp);
+        norm_modulate(s, c, u, z, h, sh_mlp, sc_mlp);
         float *g = s->a_ff, *up = s->a_ff + h * I;
-        mact_matmul(g, u, &b->gate_w, mact_f32(&b->gate_b), h);
-        mact_matmul(up, u, &b->up_w, mact_f32(&b->up_b), h);
-        mact_silu_mul(g, g, up, h * I);
-        mact_matmul(u, g, &b->down_w, mact_f32(&b->down_b), h);
-        mact_gated_add_rows(z, u, g_mlp, h, AH);
+        mact_matmul(&s->kc, g, u, &b->gate_w, mact_f32(&b->gate_b), h);
+        mact_matmul(&s->kc, up, u, &b->up_w, mact_f32(&b->up_b), h);
+        mact_silu_mul(&s->kc, g, g, up, h * I);
+        mact_matmul(&s->kc, u, g, &b->down_w, mact_f32(&b->down_b), h);
+        mact_gated_add_rows(&s->kc, z, u, g_mlp, h, AH);
     }
     const float *mf = mod + (int64_t)c->n_layers * 9 * AH;
-    norm_modulate(c, u, z, h, mf, mf + AH);
-    mact_matmul_ex(s->a_vel, A, u, AH, &w->final_w, mact_f32(&w->final_b), h, A, AH);
+    norm_modulate(s, c, u, z, h, mf, mf + AH);
+    mact_matmul_ex(&s->kc, s->a_vel, A, u, AH, &w->final_w, mact_f32(&w->final_b), h, A, AH);
 }
 
 static void euler(struct mact_session *s, float *x, int64_t h, float dt, const uint8_t *is_pad)
@@ -144,13 +144,13 @@ static void context_layer(struct mact_session *s, const float *K, const float *V
     const mact_config *c = &s->m->cfg;
     const mact_ae_weights *w = &s->m->ae;
     const int64_t AH = c->ae_hidden, kvd = (int64_t)c->n_kv_heads * c->head_dim;
-    mact_matmul_ex(kc, AH, K, kvd, &w->ctx_k, NULL, n, AH, kvd);
-    mact_matmul_ex(vc, AH, V, kvd, &w->ctx_v, NULL, n, AH, kvd);
+    mact_matmul_ex(&s->kc, kc, AH, K, kvd, &w->ctx_k, NULL, n, AH, kvd);
+    mact_matmul_ex(&s->kc, vc, AH, V, kvd, &w->ctx_v, NULL, n, AH, kvd);
     if (c->ae_context_norm) {
-        mact_rmsnorm(kc, kc, NULL, c->ae_eps, n, AH, AH);
-        mact_rmsnorm(vc, vc, NULL, c->ae_eps, n, AH, AH);
+        mact_rmsnorm(&s->kc, kc, kc, NULL, c->ae_eps, n, AH, AH);
+        mact_rmsnorm(&s->kc, vc, vc, NULL, c->ae_eps, n, AH, AH);
     }
-    if (c->ae_qk_norm) mact_rmsnorm(kc, kc, NULL, c->ae_eps, n * c->ae_heads, c->ae_head_dim, c->ae_head_dim);
+    if (c->ae_qk_norm) mact_rmsnorm(&s->kc, kc, kc, NULL, c->ae_eps, n * c->ae_heads, c->ae_head_dim, c->ae_head_dim);
 }
 
 /* keys / values checked (errors named after `who`), then every layer's context K/V into k_ctx / v_ctx
@@ -172,7 +172,7 @@ static int context_all(struct mact_session *s, const float *keys, const float *v
     for (int64_t l = 0; l < L; l++) {
         float *kc = k_ctx + l * n * AH, *vc = v_ctx + l * n * AH;
         context_layer(s, keys + l * n * kvd, values + l * n * kvd, n, kc, vc);
-        if (pack) mact_attention_kv_pack(pack + l * s->a_kvp_stride, kc, vc, AH, n, c->ae_heads, c->ae_head_dim);
+        if (pack) mact_attention_kv_pack(&s->kc, pack + l * s->a_kvp_stride, kc, vc, AH, n, c->ae_heads, c->ae_head_dim);
     }
     return 0;
 }
@@ -188,7 +188,7 @@ int mact_action_context(mact_session *s, const float *keys, const float *values,
 int mact_action_prepare(struct mact_session *s, const float *keys, const float *values, int n, int h,
                         const uint32_t **kvp)
 {
-    uint32_t *dst = s->a_kvp_stride && mact_attention_packable(h, n, s->m->cfg.ae_head_dim) ? (uint32_t *)s->a_kvp
+    uint32_t *dst = s->a_kvp_stride && mact_attention_packable(&s->kc, h, n, s->m->cfg.ae_head_dim) ? (uint32_t *)s->a_kvp
                                                                                              : NULL;
     *kvp = NULL;
     int rc = context_all(s, keys, values, n, s->a_kctx, s->a_vctx, dst, "action");

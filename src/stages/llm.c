@@ -98,13 +98,13 @@ static void ensure_rope(struct mact_session *s)
     s->l_rope_n = s->max_tokens;
 }
 
-static void qk_norm(const mact_config *c, float *x, int64_t ld, int64_t n, int heads, const mact_tensor *w)
+static void qk_norm(const struct mact_session *s, const mact_config *c, float *x, int64_t ld, int64_t n, int heads, const mact_tensor *w)
 {
     if (c->qk_norm == MACT_QKNORM_QWEN3)
         for (int64_t i = 0; i < n; i++)
-            mact_rmsnorm(x + i * ld, x + i * ld, mact_f32(w), c->eps, heads, c->head_dim, c->head_dim);
+            mact_rmsnorm(&s->kc, x + i * ld, x + i * ld, mact_f32(w), c->eps, heads, c->head_dim, c->head_dim);
     else if (c->qk_norm == MACT_QKNORM_OLMO)
-        mact_rmsnorm(x, x, mact_f32(w), c->eps, n, (int64_t)heads * c->head_dim, ld);
+        mact_rmsnorm(&s->kc, x, x, mact_f32(w), c->eps, n, (int64_t)heads * c->head_dim, ld);
 }
 
 int mact_llm_layers(mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys, float *values)
@@ -133,10 +133,10 @@ int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias,
     for (int l = a; l < b; l++) {
         const mact_llm_block *w = &s->m->llm.blocks[l];
         float *qkv = s->l_qkv;
-        mact_rmsnorm(s->l_h, hidden, mact_f32(&w->attn_norm), c->eps, N, D, D);
-        mact_matmul(qkv, s->l_h, &w->att_proj, w->att_proj_b.data ? mact_f32(&w->att_proj_b) : NULL, N);
-        qk_norm(c, qkv, ld, N, c->n_heads, &w->q_norm);
-        qk_norm(c, qkv + qd, ld, N, c->n_kv_heads, &w->k_norm);
+        mact_rmsnorm(&s->kc, s->l_h, hidden, mact_f32(&w->attn_norm), c->eps, N, D, D);
+        mact_matmul(&s->kc, qkv, s->l_h, &w->att_proj, w->att_proj_b.data ? mact_f32(&w->att_proj_b) : NULL, N);
+        qk_norm(s, c, qkv, ld, N, c->n_heads, &w->q_norm);
+        qk_norm(s, c, qkv + qd, ld, N, c->n_kv_heads, &w->k_norm);
         mact_rope(qkv, ld, N, c->n_heads, (int)hd, s->l_rope_cos, s->l_rope_sin);
         mact_rope(qkv + qd, ld, N, c->n_kv_heads, (int)hd, s->l_rope_cos, s->l_rope_sin);
         float *ko = keys + (int64_t)(l - a) * N * kvd, *vo = values + (int64_t)(l - a) * N * kvd;
@@ -145,14 +145,14 @@ int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias,
             memcpy(vo + i * kvd, qkv + i * ld + qd + kvd, kvd * sizeof(float));
         }
         if (kv_only_last && l == c->n_layers - 1) break;  /* the expert reads only this layer's K/V */
-        mact_attention(s->l_att, qd, qkv, ld, qkv + qd, qkv + qd + kvd, ld, N, N, c->n_heads, c->n_kv_heads, (int)hd,
+        mact_attention(&s->kc, s->l_att, qd, qkv, ld, qkv + qd, qkv + qd + kvd, ld, N, N, c->n_heads, c->n_kv_heads, (int)hd,
                        scale, bias, NULL, s->scores);
-        mact_matmul_residual(hidden, s->l_att, &w->attn_out, NULL, N);
-        mact_rmsnorm(s->l_h, hidden, mact_f32(&w->ff_norm), c->eps, N, D, D);
-        mact_matmul(s->l_ff, s->l_h, &w->ff_proj, NULL, N);
+        mact_matmul_residual(&s->kc, hidden, s->l_att, &w->attn_out, NULL, N);
+        mact_rmsnorm(&s->kc, s->l_h, hidden, mact_f32(&w->ff_norm), c->eps, N, D, D);
+        mact_matmul(&s->kc, s->l_ff, s->l_h, &w->ff_proj, NULL, N);
         /* ff_proj rows: first half is the value, second half the gate */
-        mact_silu_mul_rows(s->l_ff, 2 * I, s->l_ff + I, s->l_ff, 2 * I, N, I);
-        mact_matmul_epi(hidden, D, s->l_ff, 2 * I, &w->ff_out, NULL, N, D, I, MACT_EPI_RESIDUAL);
+        mact_silu_mul_rows(&s->kc, s->l_ff, 2 * I, s->l_ff + I, s->l_ff, 2 * I, N, I);
+        mact_matmul_epi(&s->kc, hidden, D, s->l_ff, 2 * I, &w->ff_out, NULL, N, D, I, MACT_EPI_RESIDUAL);
     }
     return 0;
 }

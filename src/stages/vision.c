@@ -21,23 +21,23 @@ static void vit_forward(struct mact_session *s, const float *pix)
     /* Upstream snaps float pixels back onto the uint8 grid (spec 3.2); identity for uint8-derived input. */
     for (int64_t i = 0; i < P * PD; i++) s->v_pix[i] = rintf((pix[i] + 1.f) / 2.f * 255.f) / 255.f * 2.f - 1.f;
     float *x = s->v_x;
-    mact_matmul(x, s->v_pix, &w->patch_w, mact_f32(&w->patch_b), P);
+    mact_matmul(&s->kc, x, s->v_pix, &w->patch_w, mact_f32(&w->patch_b), P);
     add_inplace(x, mact_f32(&w->pos_emb), P * VH);
     int last = 0;  /* blocks after the deepest tap feed nothing */
     for (int t = 0; t < c->n_taps; t++) if (c->taps[t] > last) last = c->taps[t];
     const float scale = 1.f / sqrtf((float)c->vit_head_dim);
     for (int j = 0; j <= last; j++) {
         const mact_vit_block *b = &w->blocks[j];
-        mact_layernorm(s->v_h, x, mact_f32(&b->attention_norm_w), mact_f32(&b->attention_norm_b), c->vit_eps, P, VH);
-        mact_matmul(s->v_q, s->v_h, &b->wq, mact_f32(&b->bq), P);
-        mact_matmul(s->v_k, s->v_h, &b->wk, mact_f32(&b->bk), P);
-        mact_matmul(s->v_v, s->v_h, &b->wv, mact_f32(&b->bv), P);
-        mact_attention(s->v_att, VQ, s->v_q, VQ, s->v_k, s->v_v, VQ, P, P, c->vit_heads, c->vit_heads,
+        mact_layernorm(&s->kc, s->v_h, x, mact_f32(&b->attention_norm_w), mact_f32(&b->attention_norm_b), c->vit_eps, P, VH);
+        mact_matmul(&s->kc, s->v_q, s->v_h, &b->wq, mact_f32(&b->bq), P);
+        mact_matmul(&s->kc, s->v_k, s->v_h, &b->wk, mact_f32(&b->bk), P);
+        mact_matmul(&s->kc, s->v_v, s->v_h, &b->wv, mact_f32(&b->bv), P);
+        mact_attention(&s->kc, s->v_att, VQ, s->v_q, VQ, s->v_k, s->v_v, VQ, P, P, c->vit_heads, c->vit_heads,
                        c->vit_head_dim, scale, NULL, NULL, s->scores);
-        mact_matmul_residual(x, s->v_att, &b->wo, mact_f32(&b->bo), P);  /* x += attn . Wo^T + bo */
-        mact_layernorm(s->v_h, x, mact_f32(&b->ffn_norm_w), mact_f32(&b->ffn_norm_b), c->vit_eps, P, VH);
-        mact_matmul_gelu(s->v_ff, s->v_h, &b->w1, mact_f32(&b->b1), P);
-        mact_matmul_residual(x, s->v_ff, &b->w2, mact_f32(&b->b2), P);
+        mact_matmul_residual(&s->kc, x, s->v_att, &b->wo, mact_f32(&b->bo), P);  /* x += attn . Wo^T + bo */
+        mact_layernorm(&s->kc, s->v_h, x, mact_f32(&b->ffn_norm_w), mact_f32(&b->ffn_norm_b), c->vit_eps, P, VH);
+        mact_matmul_gelu(&s->kc, s->v_ff, s->v_h, &b->w1, mact_f32(&b->b1), P);
+        mact_matmul_residual(&s->kc, x, s->v_ff, &b->w2, mact_f32(&b->b2), P);
         for (int t = 0; t < c->n_taps; t++)
             if (c->taps[t] == j)
                 for (int64_t r = 0; r < P; r++) memcpy(s->v_taps + r * PIN + t * VH, x + r * VH, VH * sizeof(float));
@@ -70,9 +70,9 @@ static void pool_forward(struct mact_session *s)
         float div = c->pooling_mask == MACT_POOL_NONE ? (float)W : (float)(nv ? nv : 1);
         for (int64_t i = 0; i < PIN; i++) q[i] /= div;
     }
-    mact_matmul(s->v_q, s->v_query, &w->pool_wq, mact_f32(&w->pool_bq), T);
-    mact_matmul(s->v_k, s->v_gather, &w->pool_wk, mact_f32(&w->pool_bk), T * W);
-    mact_matmul(s->v_v, s->v_gather, &w->pool_wv, mact_f32(&w->pool_bv), T * W);
+    mact_matmul(&s->kc, s->v_q, s->v_query, &w->pool_wq, mact_f32(&w->pool_bq), T);
+    mact_matmul(&s->kc, s->v_k, s->v_gather, &w->pool_wk, mact_f32(&w->pool_bk), T * W);
+    mact_matmul(&s->kc, s->v_v, s->v_gather, &w->pool_wv, mact_f32(&w->pool_bv), T * W);
     const float scale = 1.f / sqrtf((float)c->pool_head_dim);
     for (int64_t t = 0; t < T; t++) {
         const uint8_t *ok = NULL;
@@ -84,10 +84,10 @@ static void pool_forward(struct mact_session *s)
             }
             ok = validbuf;
         }
-        mact_attention(s->v_att + t * PQ, PQ, s->v_q + t * PQ, PQ, s->v_k + t * W * PQ, s->v_v + t * W * PQ, PQ, 1, W,
+        mact_attention(&s->kc, s->v_att + t * PQ, PQ, s->v_q + t * PQ, PQ, s->v_k + t * W * PQ, s->v_v + t * W * PQ, PQ, 1, W,
                        c->pool_heads, c->pool_heads, c->pool_head_dim, scale, NULL, ok, s->scores);
     }
-    mact_matmul(s->v_pooled, s->v_att, &w->pool_wo, mact_f32(&w->pool_bo), T);
+    mact_matmul(&s->kc, s->v_pooled, s->v_att, &w->pool_wo, mact_f32(&w->pool_bo), T);
 }
 
 /* SwiGLU projector on rows [n, pool_hidden] -> out [n, d_model]. */
@@ -97,10 +97,10 @@ static void project(struct mact_session *s, const float *in, int64_t n, float *o
     const mact_vision_weights *w = &s->m->vis;
     const int64_t I = c->proj_inter;
     float *a = s->v_ff, *g = s->v_ff + n * I;
-    mact_matmul(a, in, &w->proj_w1, NULL, n);
-    mact_matmul(g, in, &w->proj_w3, NULL, n);
-    mact_silu_mul(a, a, g, n * I);
-    mact_matmul(out, a, &w->proj_w2, NULL, n);
+    mact_matmul(&s->kc, a, in, &w->proj_w1, NULL, n);
+    mact_matmul(&s->kc, g, in, &w->proj_w3, NULL, n);
+    mact_silu_mul(&s->kc, a, a, g, n * I);
+    mact_matmul(&s->kc, out, a, &w->proj_w2, NULL, n);
 }
 
 /* Grid token sampler (spec 3.4) on feat [T, C] (row-major over the pooled grid) -> out [K, C]. The
@@ -116,9 +116,9 @@ static void sample_tokens(struct mact_session *s, const float *feat, float *out)
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < C; i++) g[i] += feat[t * C + i];
     for (int64_t i = 0; i < C; i++) g[i] /= (float)T;
-    mact_matmul(hid, g, &w->scout0_w, mact_f32(&w->scout0_b), 1);
+    mact_matmul(&s->kc, hid, g, &w->scout0_w, mact_f32(&w->scout0_b), 1);
     for (int i = 0; i < c->sampler_hidden; i++) hid[i] = hid[i] > 0 ? hid[i] : 0;
-    mact_matmul(pts, hid, &w->scout2_w, mact_f32(&w->scout2_b), 1);
+    mact_matmul(&s->kc, pts, hid, &w->scout2_w, mact_f32(&w->scout2_b), 1);
     for (int64_t i = 0; i < 2 * K; i++) pts[i] = 1.f / (1.f + expf(-pts[i]));
     const float *c0w = mact_f32(&w->coord0_w), *c0b = mact_f32(&w->coord0_b);
     for (int64_t k = 0; k < K; k++) {
@@ -140,7 +140,7 @@ static void sample_tokens(struct mact_session *s, const float *feat, float *out)
             float v = c0w[j * 2] * px + c0w[j * 2 + 1] * py + c0b[j];
             ch[j] = v > 0 ? v : 0;
         }
-        mact_matmul_ex(g, C, ch, c->coord_hidden, &w->coord2_w, mact_f32(&w->coord2_b), 1, C, c->coord_hidden);
+        mact_matmul_ex(&s->kc, g, C, ch, c->coord_hidden, &w->coord2_w, mact_f32(&w->coord2_b), 1, C, c->coord_hidden);
         for (int64_t i = 0; i < C; i++) o[i] += g[i];
     }
 }

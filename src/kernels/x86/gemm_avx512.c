@@ -1,5 +1,5 @@
 /* AVX-512 kernels: the packed GEMMs (fp32 and bf16), vector exp/GELU/SiLU, norm rows and attention.
- * Everything here is only called when mact_isa_get() >= MACT_ISA_AVX512 (the bf16 kernels only at
+ * Everything here is reached through the AVX-512 ops tables (kernels/x86/ops.c; the bf16 kernels only at
  * MACT_ISA_AVX512BF16); the functions carry target attributes, the rest of the build stays x86-64-v2.
  *
  * GEMM y[M, N] = x[M, K] W[N, K]^T on the packed weight (gemm_pack.c): outer-product micro-kernels on a
@@ -19,16 +19,13 @@
  * pairs in BF16 mode), then blocks of 8 query rows: scores [8, nk] only, softmax numerators in fp32, the
  * 1/sum applied to the output rows. */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <immintrin.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#include "kernels/kernels.h"
-#include "kernels/threadpool.h"
+#include "kernels/x86/x86.h"
 #include "kernels/x86/vecmath_avx512.h"
 
 #define TF __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
@@ -36,37 +33,7 @@
 #define INL inline __attribute__((always_inline))
 
 #define MR 6
-/* K block in pairs (32 KiB of panel); MACT_GEMM_KC overrides it for tuning */
-static int64_t kc_pairs(void)
-{
-    static _Atomic int64_t kc = 0;
-    int64_t v = atomic_load_explicit(&kc, memory_order_relaxed);
-    if (!v) {
-        const char *e = getenv("MACT_GEMM_KC");
-        v = e && atoi(e) > 0 ? atoi(e) : 128;
-        atomic_store_explicit(&kc, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-/* grow-only per-thread buffers (the pool's workers persist, so these are allocated once); shared with
- * gemm_int8.c, which uses them the same way: 0 = the calling thread's converted copy of x, 1 = a worker's
- * partial sums between K blocks */
-static __thread void *t_buf[2];
-static __thread size_t t_cap[2];
-
-void *mact_thread_buf(int which, size_t bytes)
-{
-    if (t_cap[which] < bytes) {
-        free(t_buf[which]);
-        size_t cap = bytes + bytes / 4 + 4096;
-        cap = (cap + 63) & ~(size_t)63;
-        t_buf[which] = aligned_alloc(64, cap);
-        t_cap[which] = t_buf[which] ? cap : 0;
-        if (t_buf[which]) mact_advise_huge(t_buf[which], cap);
-    }
-    return t_buf[which];
-}
+#define KC_PAIRS 128 /* K block in pairs: 32 KiB of panel */
 
 /* Up to SMALL_M rows a packed GEMM is bound by reading its weights (M multiply-adds per weight pair against
  * the ~2 vector instructions per cycle a core retires). A thread that owns a contiguous run of panels reads
@@ -86,6 +53,7 @@ typedef struct {
     int64_t np, runs;
 } run_job;
 
+
 static void run_task(void *arg, int64_t r, int tid)
 {
     const run_job *j = arg;
@@ -95,19 +63,20 @@ static void run_task(void *arg, int64_t r, int tid)
 
 int mact_panels_in_runs(int64_t M, int par) { return par && M <= SMALL_M; }
 
-void mact_for_panels(int64_t np, int64_t M, int par, mact_task_fn fn, mact_prep_fn prep, void *arg)
+void mact_for_panels(const mact_kctx *kc, int64_t np, int64_t M, int par, mact_task_fn fn, mact_prep_fn prep,
+                     void *arg)
 {
     if (!par) {
         for (int64_t p = 0; p < np; p++) fn(arg, p, 0);
         return;
     }
     if (M > SMALL_M) {
-        mact_parallel_for(np, fn, arg);
+        mact_kctx_run(kc, np, 1, fn, arg);
         return;
     }
-    run_job j = {fn, prep, arg, np, mact_pool_threads()};
+    run_job j = {fn, prep, arg, np, kc->n_threads};
     if (j.runs > np) j.runs = np;
-    mact_parallel_for(j.runs, run_task, &j);
+    mact_kctx_run(kc, j.runs, 1, run_task, &j);
 }
 
 /* ---- vector math ---- */
@@ -470,36 +439,38 @@ typedef struct {
     const mact_packed *pk;
     const uint32_t *A;  /* the caller's bf16 copy of x */
     int epi, use_bf16;
-    int local;          /* panels in runs, each run's prep sets t_own_a */
+    int local;          /* panels in runs, each run's prep sets its thread's own[0] */
+    const mact_kctx *kc;
 } gemm_job;
 
 /* The bf16 copy of x a thread's panels read: its own when its run's prep made one (the same bits), else
  * the caller's. The worker's kernels broadcast A while they stream the panel, and A just written by the
  * caller sits in the caller's cache: fetched line by line from there, it cost ~3 us per call on the 2-core
  * VM (M = 10, K = 768: 7.3 -> 3.9 us for 2 panels, 23.9 -> 20.9 us for 16), more than converting x again.
- * Set by prep before every run, read only by that run's panels, on the same thread. */
-static __thread const uint32_t *t_own_a;
+ * Set by prep before every run (the context's per-thread own[0]), read only by that run's panels, on the same
+ * thread. */
 
 static void gemm_prep(void *arg, int tid)
 {
     const gemm_job *j = arg;
-    t_own_a = j->A;
+    mact_kthread *th = &j->kc->th[tid];
+    th->own[0] = j->A;
     if (tid == 0 || !j->use_bf16) return;  /* the caller's copy is already in its cache */
-    uint32_t *A = mact_thread_buf(0, (size_t)j->M * (size_t)j->pk->Kp * 4 + 64);
+    uint32_t *A = mact_kctx_buf(j->kc, tid, 0, mact_gemm_scratch0(j->M, j->pk->K));
     if (!A) return;  /* out of memory: read the caller's copy */
     to_bf16_rows(A, j->pk->Kp, j->x, j->ldx, j->pk->K, 0, j->M);
-    t_own_a = A;
+    th->own[0] = A;
 }
 
 /* one 64-column panel over all of K and M: each output is computed by one thread, in a fixed order */
 TF static void gemm_panel_task(void *arg, int64_t p, int tid)
 {
     const gemm_job *j = arg;
-    const uint32_t *Ax = j->local ? t_own_a : j->A;
+    const uint32_t *Ax = j->local ? j->kc->th[tid].own[0] : j->A;
     const mact_packed *pk = j->pk;
-    const int64_t N = pk->N, K = pk->K, Kp = pk->Kp, M = j->M, KC = kc_pairs();
+    const int64_t N = pk->N, K = pk->K, Kp = pk->Kp, M = j->M, KC = KC_PAIRS;
     const int f32 = pk->fmt == MACT_PACK_F32;
-    float *cb = Kp > KC ? mact_thread_buf(1, (size_t)(M + MR) * 64 * sizeof(float)) : NULL;
+    float *cb = Kp > KC ? mact_kctx_buf(j->kc, tid, 1, mact_gemm_scratch1(M)) : NULL;
     const uint16_t *B = (const uint16_t *)pk->data + p * Kp * 2 * MACT_PANEL;
     const float *BF = (const float *)pk->data + p * Kp * MACT_PANEL;
     const int64_t n0 = p * MACT_PANEL;
@@ -541,22 +512,21 @@ TB static void conv_task(void *arg, int64_t c, int tid)
     to_bf16_rows(j->A, j->Kp, j->x, j->ldx, j->K, m0, m1);
 }
 
-void mact_gemm_packed(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk, const float *bias,
-                      int64_t M, int epi, int use_bf16)
+void mact_x86_gemm_packed(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
+                          const mact_packed *pk, const float *bias, int64_t M, int epi, int use_bf16)
 {
     const int64_t N = pk->N, K = pk->K, Kp = pk->Kp, np = pk->npanel;
     const int par = mact_gemm_parallel(M, N, K);
     if (pk->fmt == MACT_PACK_F32) use_bf16 = 0;
-    uint32_t *A = use_bf16 ? mact_thread_buf(0, (size_t)M * (size_t)Kp * 4 + 64) : NULL;
+    uint32_t *A = use_bf16 ? mact_kctx_buf(kc, 0, 0, mact_gemm_scratch0(M, K)) : NULL;
     if (use_bf16 && !A) use_bf16 = 0;  /* out of memory for the bf16 copy of x: compute in fp32 */
     if (use_bf16) {
         conv_job cj = {A, Kp, ldx, K, M, x};
         const int64_t nc = (M + CONV_ROWS - 1) / CONV_ROWS;
-        if (par && M * K > 65536) mact_parallel_for(nc, conv_task, &cj);
-        else for (int64_t c = 0; c < nc; c++) conv_task(&cj, c, 0);
+        mact_kctx_run(kc, nc, par && M * K > 65536, conv_task, &cj);
     }
-    gemm_job j = {y, ldy, ldx, M, x, bias, pk, A, epi, use_bf16, mact_panels_in_runs(M, par)};
-    mact_for_panels(np, M, par, gemm_panel_task, j.local ? gemm_prep : NULL, &j);
+    gemm_job j = {y, ldy, ldx, M, x, bias, pk, A, epi, use_bf16, mact_panels_in_runs(M, par), kc};
+    mact_for_panels(kc, np, M, par, gemm_panel_task, j.local ? gemm_prep : NULL, &j);
 }
 
 /* ---- attention ---- */
@@ -651,6 +621,7 @@ TF static float softmax_row(float *s, int64_t nk, int64_t nkp, float scale, cons
 {
     const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
     __m512 mx = ninf;
+    __mmask16 nan = 0;
     for (int64_t j = 0; j < nkp; j += 16) {
         __mmask16 m = nk - j >= 16 ? (__mmask16)0xffff : nk - j > 0 ? (__mmask16)((1u << (nk - j)) - 1) : 0;
         __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + j), sc);
@@ -660,8 +631,13 @@ TF static float softmax_row(float *s, int64_t nk, int64_t nkp, float scale, cons
             m &= _mm_test_epi8_mask(ok, ok);
         }
         v = _mm512_mask_blend_ps(m, ninf, v);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
         _mm512_storeu_ps(s + j, v);
         mx = _mm512_max_ps(mx, v);
+    }
+    if (nan) {  /* a NaN score poisons its row: max and the live mask below would otherwise drop it */
+        for (int64_t j = 0; j < nkp; j++) s[j] = NAN;
+        return NAN;
     }
     float mxs = _mm512_reduce_max_ps(mx);
     if (mxs == -INFINITY) {
@@ -680,7 +656,16 @@ TF static float softmax_row(float *s, int64_t nk, int64_t nkp, float scale, cons
     return (float)(1.0 / (double)_mm512_reduce_add_ps(sum));
 }
 
-typedef mact_att_job att_job;
+/* one attention call as its per-head jobs see it */
+typedef struct {
+    float *out, *scratch;
+    const float *q, *k, *v, *bias;
+    const uint8_t *key_ok;
+    int64_t out_ld, q_ld, kv_ld, nq, nk;
+    int n_heads, n_kv, hd;
+    float scale;
+    const uint32_t *kvp;  /* packed K/V (mact_x86_kv_pack_bf16) or NULL: k and v */
+} att_job;
 
 /* one head: K transposed once, then blocks of 8 query rows */
 TF static void attention_head_task(void *arg, int64_t hh, int t)
@@ -710,13 +695,14 @@ TF static void attention_head_task(void *arg, int64_t hh, int t)
     }
 }
 
-void mact_attention_avx512(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k, const float *v,
-                           int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
-                           const float *bias, const uint8_t *key_ok, float *scratch)
+int mact_x86_attention_avx512(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld,
+                              const float *k, const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads,
+                              int n_kv, int hd, float scale, const float *bias, const uint8_t *key_ok, float *scratch)
 {
+    if (!(hd <= 128 && hd >= 1 && nk >= 8 && nq * nk >= 64)) return 0;
     att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale, NULL};
-    if ((double)nq * (double)nk * (double)hd * n_heads > 2e5) mact_parallel_for(n_heads, attention_head_task, &j);
-    else for (int h = 0; h < n_heads; h++) attention_head_task(&j, h, 0);
+    mact_kctx_run(kc, n_heads, (double)nq * (double)nk * (double)hd * n_heads > 2e5, attention_head_task, &j);
+    return 1;
 }
 
 /* ---- attention, bf16 products (BF16 precision) ---- */
@@ -865,7 +851,7 @@ static int64_t kv_head_words(int64_t nk, int hd)
     return (int64_t)(hd / 2) * nkp + nkp / 2 * hd;
 }
 
-void mact_attention_kv_pack_bf16(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv,
+void mact_x86_kv_pack_bf16(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv,
                                  int hd)
 {
     const int64_t per = kv_head_words(nk, hd), nkp = (nk + 15) & ~(int64_t)15;
@@ -916,13 +902,13 @@ TB static void attention_head_bf16_task(void *arg, int64_t hh, int t)
     }
 }
 
-void mact_attention_bf16(float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k, const float *v,
-                         int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd, float scale,
-                         const float *bias, const uint8_t *key_ok, float *scratch, const uint32_t *kvp)
+void mact_x86_attention_bf16(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld,
+                             const float *k, const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads,
+                             int n_kv, int hd, float scale, const float *bias, const uint8_t *key_ok, float *scratch,
+                             const uint32_t *kvp)
 {
     att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale, kvp};
-    if ((double)nq * (double)nk * (double)hd * n_heads > 2e5) mact_parallel_for(n_heads, attention_head_bf16_task, &j);
-    else for (int h = 0; h < n_heads; h++) attention_head_bf16_task(&j, h, 0);
+    mact_kctx_run(kc, n_heads, (double)nq * (double)nk * (double)hd * n_heads > 2e5, attention_head_bf16_task, &j);
 }
 
 /* ---- instruction-level peak (benchmarks): 24 independent accumulator chains per thread ---- */
@@ -961,16 +947,45 @@ TF static double peak_f32(long iters)
     return _mm512_reduce_add_ps(s);
 }
 
+typedef struct {
+    double (*body)(long);
+    long iters;
+    double sink;
+} peak_arg;
+
+static void *peak_thread(void *a)
+{
+    peak_arg *p = a;
+    p->sink = p->body(p->iters);
+    return NULL;
+}
+
+/* the bench's instruction peaks: `threads` plain threads, each running body (no pool: a peak must not wait
+ * on a job queue) */
 double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads)
 {
+    if (threads < 1) threads = 1;
+    if (threads > 256) threads = 256;
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
         struct timespec t0, t1;
         double sink = 0;
+        pthread_t th[256];
+        peak_arg pa[256];
+        int started = 0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
+        for (int t = 1; t < threads; t++) {
+            pa[t] = (peak_arg){body, iters, 0};
+            if (pthread_create(&th[t], NULL, peak_thread, &pa[t])) break;
+            started = t;
+        }
         sink += body(iters);
+        for (int t = 1; t <= started; t++) {
+            pthread_join(th[t], NULL);
+            sink += pa[t].sink;
+        }
         clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (started + 1 < threads) return 0;
         double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         double g = (double)threads * (double)iters * ops_per_iter / s / 1e9;
         if (g > best && sink == sink) best = g;
@@ -978,9 +993,9 @@ double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_pe
     return best;
 }
 
-double mact_isa_peak_gflops(int use_bf16, int threads)
+double mact_x86_peak_gflops(int use_bf16, int threads)
 {
-    if (mact_isa_get() < MACT_ISA_AVX512 || (use_bf16 && mact_isa_get() < MACT_ISA_AVX512BF16)) return 0;
+    if (!mact_x86_has_avx512() || (use_bf16 && !mact_x86_has_avx512bf16())) return 0;
     /* ~0.15 s per thread at peak; 24 chains of 16 lanes x (2 bf16 multiply-adds or 1 fp32 FMA) x 2 ops */
     return use_bf16 ? mact_peak_best_of_3(peak_bf16, 20000000, 24.0 * 64.0, threads)
                     : mact_peak_best_of_3(peak_f32, 40000000, 24.0 * 32.0, threads);

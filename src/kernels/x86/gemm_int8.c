@@ -18,8 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <immintrin.h>
-#include "kernels/kernels.h"
-#include "kernels/threadpool.h"
+#include "kernels/x86/x86.h"
 #include "kernels/x86/vecmath_avx512.h"
 
 #define TV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni")))
@@ -227,17 +226,14 @@ typedef struct {
     const mact_packed *pk;
     const uint32_t *A;
     int epi;
-    int local;               /* panels in runs: each run's prep sets t_own (as the bf16 GEMM's t_own_a) */
+    int local;               /* panels in runs: each run's prep sets its thread's own[] (as the bf16 GEMM) */
     const float *x;
     int64_t ldx;
+    const mact_kctx *kc;
 } gemm8_job;
 
-/* the quantized x a thread's panels read: its own copy (the same bits) or the caller's; set by prep */
-static __thread struct {
-    const uint32_t *A;
-    const float *rs;
-    const int32_t *rz;
-} t_own;
+/* the quantized x a thread's panels read, its own copy (the same bits) or the caller's: the context's
+ * per-thread own[0..2] = A, row scales, zero points, set by prep */
 
 /* rows [m0, m1) of x -> u8 quads with their scales and zero points */
 TV static void quant_rows(uint32_t *A, float *rs, int32_t *rz, int64_t Kq, const float *x, int64_t ldx, int64_t K,
@@ -250,27 +246,29 @@ static void prep8(void *arg, int tid)
 {
     const gemm8_job *j = arg;
     const int64_t M = j->M, Kq = j->pk->Kp;
-    t_own.A = j->A, t_own.rs = j->rs, t_own.rz = j->rz;
+    mact_kthread *th = &j->kc->th[tid];
+    th->own[0] = j->A, th->own[1] = j->rs, th->own[2] = j->rz;
     if (tid == 0) return;  /* the caller's copy is already in its cache */
-    uint8_t *buf = mact_thread_buf(0, (size_t)M * (size_t)Kq * 4 + (size_t)M * 8 + 64);
+    uint8_t *buf = mact_kctx_buf(j->kc, tid, 0, mact_gemm_scratch0(M, j->pk->K));
     if (!buf) return;  /* out of memory: read the caller's copy */
     uint32_t *A = (uint32_t *)buf;
     float *rs = (float *)(buf + (size_t)M * (size_t)Kq * 4);
     int32_t *rz = (int32_t *)(rs + M);
     quant_rows(A, rs, rz, Kq, j->x, j->ldx, j->pk->K, 0, M);
-    t_own.A = A, t_own.rs = rs, t_own.rz = rz;
+    th->own[0] = A, th->own[1] = rs, th->own[2] = rz;
 }
 
 TV static void panel_task(void *arg, int64_t p, int tid)
 {
     (void)tid;
     const gemm8_job *j = arg;
-    const uint32_t *Ax = j->local ? t_own.A : j->A;
-    const float *rsx = j->local ? t_own.rs : j->rs;
-    const int32_t *rzx = j->local ? t_own.rz : j->rz;
+    const mact_kthread *th = &j->kc->th[tid];
+    const uint32_t *Ax = j->local ? th->own[0] : j->A;
+    const float *rsx = j->local ? th->own[1] : j->rs;
+    const int32_t *rzx = j->local ? th->own[2] : j->rz;
     const mact_packed *pk = j->pk;
     const int64_t N = pk->N, Kq = pk->Kp, M = j->M;
-    int32_t *cb = Kq > KC ? mact_thread_buf(1, (size_t)(M + MR) * 64 * sizeof(int32_t)) : NULL;
+    int32_t *cb = Kq > KC ? mact_kctx_buf(j->kc, tid, 1, mact_gemm_scratch1(M)) : NULL;
     const int8_t *B = (const int8_t *)pk->data + p * Kq * 256;
     const int64_t n0 = p * MACT_PANEL;
     epi8 ea = {.ldy = j->ldy, .bias = j->bias ? j->bias + n0 : NULL, .wscale = pk->scale + n0,
@@ -308,16 +306,12 @@ TV static void quant_task(void *arg, int64_t c, int tid)
     quant_rows(j->A, j->rs, j->rz, j->Kq, j->x, j->ldx, j->K, c * QROWS, m1);
 }
 
-void mact_gemm_i8(float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk, const float *bias,
-                  int64_t M, int epi)
+void mact_x86_gemm_i8(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk,
+                      const float *bias, int64_t M, int epi)
 {
     const int64_t N = pk->N, K = pk->K, Kq = pk->Kp;
-    if (!mact_has_vnni() || mact_isa_get() < MACT_ISA_AVX512) {
-        mact_gemm_i8_scalar(y, ldy, x, ldx, pk, bias, M, epi);
-        return;
-    }
     /* [M, Kq] quads, then the M row scales and M zero points */
-    uint8_t *buf = mact_thread_buf(0, (size_t)M * (size_t)Kq * 4 + (size_t)M * 8 + 64);
+    uint8_t *buf = mact_kctx_buf(kc, 0, 0, mact_gemm_scratch0(M, K));
     if (!buf) {  /* out of memory for the quantized copy of x: the plain-C kernel (no M-sized buffer) */
         mact_gemm_i8_scalar(y, ldy, x, ldx, pk, bias, M, epi);
         return;
@@ -328,10 +322,9 @@ void mact_gemm_i8(float *y, int64_t ldy, const float *x, int64_t ldx, const mact
     const int par = mact_gemm_parallel(M, N, K);
     quant_job qj = {A, rs, rz, Kq, ldx, K, M, x};
     const int64_t nq = (M + QROWS - 1) / QROWS;
-    if (par && M * K > 65536) mact_parallel_for(nq, quant_task, &qj);
-    else for (int64_t c = 0; c < nq; c++) quant_task(&qj, c, 0);
-    gemm8_job j = {y, ldy, M, bias, rs, rz, pk, A, epi, mact_panels_in_runs(M, par), x, ldx};
-    mact_for_panels(pk->npanel, M, par, panel_task, j.local ? prep8 : NULL, &j);
+    mact_kctx_run(kc, nq, par && M * K > 65536, quant_task, &qj);
+    gemm8_job j = {y, ldy, M, bias, rs, rz, pk, A, epi, mact_panels_in_runs(M, par), x, ldx, kc};
+    mact_for_panels(kc, pk->npanel, M, par, panel_task, j.local ? prep8 : NULL, &j);
 }
 
 /* ---- instruction peak: 16 independent vpdpbusd chains (16 lanes x 4 multiply-adds = 128 ops each) ---- */
@@ -353,8 +346,8 @@ TV static double peak_vnni(long iters)
     return (double)_mm512_reduce_add_epi32(s);
 }
 
-double mact_vnni_peak_gops(int threads)
+double mact_x86_peak_gops_i8(int threads)
 {
-    if (mact_isa_get() < MACT_ISA_AVX512 || !mact_has_vnni()) return 0;
+    if (!mact_x86_has_vnni()) return 0;
     return mact_peak_best_of_3(peak_vnni, 15000000, 16.0 * 128.0, threads);  /* ~0.05 s per thread at peak */
 }
