@@ -22,6 +22,7 @@ DESTDIR ?=
 MACHINE := $(shell $(CC) -dumpmachine)
 ARCH_X86 := $(if $(filter x86_64-%,$(MACHINE)),1,)
 
+CFLAGS  += $(if $(ARCH_X86),-DMACT_X86=1)
 LIB_DIRS := src/base src/io src/model src/kernels src/kernels/ref src/stages $(if $(ARCH_X86),src/kernels/x86)
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
@@ -50,7 +51,7 @@ $(BUILD)/libmact_dev.a: $(DEV_OBJ)
 
 # the shared library exports only what include/ marks MACT_API
 $(BUILD)/libmact.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libmact.so.$(SOVER) -Wl,--no-undefined $^ $(LDLIBS) -o $@
+	$(CC) $(OPT) -shared -Wl,-soname,libmact.so.$(SOVER) -Wl,--no-undefined $^ $(LDLIBS) -o $@
 
 # the CLI: tools/mact.c dispatches to one file per front end (tools/*.c)
 $(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
@@ -71,7 +72,7 @@ asan:
 
 tsan:
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" all
-	BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" tests/run.sh test_concurrency
+	BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" tests/run.sh test_concurrency test_kernels
 
 install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

@@ -205,6 +205,13 @@ static double gemm_bench(const mact_ops *ops, mact_pool *pool, int64_t M, int64_
     return 2.0 * (double)M * (double)N * (double)K / best / 1e9;
 }
 
+/* the kernel precision a public precision asks for */
+static int mact_kprec_of(int precision)
+{
+    return precision == MACT_PRECISION_FP32 ? MACT_PREC_FP32 : precision == MACT_PRECISION_INT8 ? MACT_PREC_INT8
+                                                                                               : MACT_PREC_BF16;
+}
+
 static int bench_usage(FILE *f)
 {
     fprintf(f, "usage: mact bench [--model DIR | --preset libero|so101] [--threads N] [--precision fp32|bf16|int8]\n"
@@ -243,9 +250,6 @@ int cmd_bench(int argc, char **argv)
     else { fprintf(stderr, "mact bench: unknown preset '%s' (libero, so101)\n", preset); return 2; }
     if (iters < 1) iters = 1;
     if (threads <= 0 || threads > mact_cpu_count()) threads = mact_cpu_count();
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
     char err[1024], dir[4096];
     if (!model) {
         const char *cache = getenv("MACT_CACHE"), *home = getenv("HOME");
@@ -336,9 +340,10 @@ int cmd_bench(int argc, char **argv)
     const int action_dim = A < 7 ? (int)A : 7;
 
     printf("mact bench: %s\n  preset %s: %d images, N = %d tokens, H = %d, %d flow steps; precision %s; %d threads; "
-           "kernels %s; %d iterations after 1 warm-up\n",
-           model, preset, n_img, N, H, steps, mact_precision_name(prec), mact_session_threads(s), mact_ops_name(m->ops),
-           iters);
+           "kernels %s%s%s; %d iterations after 1 warm-up\n",
+           model, preset, n_img, N, H, steps, mact_precision_str(precision), mact_session_threads(s),
+           mact_ops_name(m->ops), prec != mact_kprec_of(precision) ? ", computing it as " : "",
+           prec != mact_kprec_of(precision) ? mact_precision_name(prec) : "", iters);
     static const char *const cache_names[4] = {"", ", from the pack cache", ", pack cache written",
                                                ", pack cache not usable"};
     printf("  cold start: load %.2f s + pack %.2f s = %.2f s (packed %.0f MiB%s)\n", t_load, t_pack, t_load + t_pack,
@@ -409,7 +414,10 @@ int cmd_bench(int argc, char **argv)
      * vision stack runs in bf16: its peak is the bf16 GEMM's, the LLM's and the action expert's the int8 one. */
     const int vprec = prec == MACT_PREC_INT8 ? MACT_PREC_BF16 : prec;
     double g1 = 0, g2 = 0, g8 = 0, ipeak = 0, ipeak8 = 0;
-    if (pack) {
+    int pfmt;
+    size_t pbytes;
+    /* the packed-GEMM peak only where the kernels pack (the reference kernels would take minutes here) */
+    if (pack && mact_pack_plan(m->ops, MACT_BF16, 64, 64, vprec, 0, &pfmt, &pbytes)) {
         g1 = gemm_bench(m->ops, pool, 729, 4304, 1152, vprec);
         g2 = gemm_bench(m->ops, pool, 130, 6144, 2560, vprec);
         if (prec == MACT_PREC_INT8) g8 = gemm_bench(m->ops, pool, 130, 6144, 2560, MACT_PREC_INT8);
@@ -439,7 +447,7 @@ int cmd_bench(int argc, char **argv)
     else
         printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
                (fv + fl + fa) / mt, gpeak > 0 ? 100.0 * (fv + fl + fa) / mt / gpeak : 0.0);
-    const double mc = median(tc, iters), mp = median(tp, iters), per_step = (ma - mp) / steps;
+    const double mc = median(tc, iters), mp = median(tp, iters), per_step = fmax(0.0, (ma - mp) / steps);  /* noise can make the difference negative */
     const double bws = per_step > 0 ? sb / per_step / 1e9 : 0.0;
     printf("  llm prefill: %.1f tokens/s; action: context %.1f ms (%.1f ms as generate runs it, with the "
            "cross-attention's K/V packed), then %.1f ms per flow step reading %.0f MiB of weights -> %.1f GB/s\n",

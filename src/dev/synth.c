@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
-#include <omp.h>
 #endif
 #include "model/model.h"
+#include "kernels/threadpool.h"
 
 /* ------------------------------------------------------------------------------------------------
  * presets */
@@ -499,12 +499,32 @@ static int queue_swap(write_queue *q, int k, size_t len)
     return failed ? -1 : 0;
 }
 
+typedef struct {
+    const tspec *t;
+    uint64_t tseed;
+    int64_t blk0, n;
+    uint8_t *dst;
+    size_t es;
+} gen_job;
+
+/* block b of a run of blocks: each block has its own random stream, so the values do not depend on which
+ * thread makes them */
+static void gen_task(void *arg, int64_t b, int tid)
+{
+    (void)tid;
+    const gen_job *j = arg;
+    int64_t bn = j->n - b * BLOCK_ELEMS < BLOCK_ELEMS ? j->n - b * BLOCK_ELEMS : BLOCK_ELEMS;
+    gen_block(j->t, j->tseed, j->blk0 + b, bn, j->dst + (size_t)(b * BLOCK_ELEMS) * j->es);
+}
+
 static int stream_data(FILE *f, const tlist *L, uint64_t seed, int n_threads, int *err_no)
 {
+    mact_threadpool *pool = NULL;
+    mact_threadpool_new(n_threads, &pool, NULL, 0);  /* NULL (out of memory): this thread makes every block */
     write_queue q = {.f = f};
     q.buf[0] = malloc(BUF_BYTES);
     q.buf[1] = malloc(BUF_BYTES);
-    if (!q.buf[0] || !q.buf[1]) { free(q.buf[0]); free(q.buf[1]); return MACT_ERR_NOMEM; }
+    if (!q.buf[0] || !q.buf[1]) { free(q.buf[0]); free(q.buf[1]); mact_threadpool_free(pool); return MACT_ERR_NOMEM; }
     pthread_mutex_init(&q.mu, NULL);
     pthread_cond_init(&q.cv, NULL);
     pthread_t th;
@@ -513,11 +533,12 @@ static int stream_data(FILE *f, const tlist *L, uint64_t seed, int n_threads, in
         pthread_cond_destroy(&q.cv);
         free(q.buf[0]);
         free(q.buf[1]);
+        mact_threadpool_free(pool);
         return MACT_ERR_NOMEM;
     }
     int k = 0, failed = 0;
     size_t pos = 0;  /* fill level of buffer k */
-    int nt = n_threads > 0 ? n_threads : 0;
+    const int nt = 0;  /* every thread of the pool */
     for (size_t i = 0; !failed && i < L->n; i++) {
         const tspec *t = &L->t[i];
         size_t es = mact_dtype_size(t->dtype);
@@ -534,12 +555,9 @@ static int stream_data(FILE *f, const tlist *L, uint64_t seed, int n_threads, in
             int64_t n = left <= room ? left : room / BLOCK_ELEMS * BLOCK_ELEMS;
             int64_t nblk = (n + BLOCK_ELEMS - 1) / BLOCK_ELEMS, blk0 = start / BLOCK_ELEMS;
             uint8_t *dst = q.buf[k] + pos;  /* F32 tensors come first, so F32 data stays 4-byte aligned */
-            (void)nt;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt > 0 ? nt : omp_get_max_threads()) if (nblk > 1)
-            for (int64_t b = 0; b < nblk; b++) {
-                int64_t bn = n - b * BLOCK_ELEMS < BLOCK_ELEMS ? n - b * BLOCK_ELEMS : BLOCK_ELEMS;
-                gen_block(t, tseed, blk0 + b, bn, dst + (size_t)(b * BLOCK_ELEMS) * es);
-            }
+            gen_job gj = {t, tseed, blk0, n, dst, es};
+            if (nblk > 1) mact_pool_run(pool, nblk, nt, gen_task, &gj);
+            else gen_task(&gj, 0, 0);
             pos += (size_t)n * es;
             start += n;
         }
@@ -557,6 +575,7 @@ static int stream_data(FILE *f, const tlist *L, uint64_t seed, int n_threads, in
     pthread_cond_destroy(&q.cv);
     free(q.buf[0]);
     free(q.buf[1]);
+    mact_threadpool_free(pool);
     return failed ? MACT_ERR_IO : 0;
 }
 

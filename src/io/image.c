@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 /* jpeglib.h needs size_t and FILE declared first. */
 #include <jpeglib.h>
-#include "model/model.h"
+#include "mact.h"
+#include "base/err.h"
 
 #define set_err mact_errf  /* one formatter for every module's errors */
 

@@ -2,7 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "model/model.h"
+#include "mact.h"
+#include "base/err.h"
 #include "io/normstats.h"
 
 static int read_vec(const cJSON *o, const char *key, double *v, int *dim, const char *where, char *err, size_t el)

@@ -15,7 +15,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "model/model.h"
+#include "mact.h"
+#include "base/err.h"
 
 /* one formatter for every module's errors; this module reports -1 */
 #define set_err(err, errlen, ...) ((void)mact_errf((err), (errlen), -1, __VA_ARGS__))

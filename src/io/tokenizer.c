@@ -12,7 +12,8 @@
 #include <utf8proc.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include "model/model.h"
+#include "mact.h"
+#include "base/err.h"
 
 /* Ids are stored as int32 internally; a larger id (or a table that big) means a broken file. */
 #define MAX_TOKEN_ID ((int64_t)1 << 26)

@@ -1,4 +1,4 @@
-/* Kernel contexts and the choice of kernels. A context is what one session's kernels run with: the ops of
+/* Kernel contexts. A context is what one session's kernels run with: the ops of
  * one backend level, the precision, a thread pool and per-thread scratch planned from the model, so no
  * kernel reads a global and concurrent sessions cannot disturb each other. */
 #include <stdio.h>
@@ -7,62 +7,21 @@
 #include "mact.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include <sys/mman.h>
 
-static const mact_ops *best_ops(int max_isa)
+/* huge pages for the packs, the session arena and the GEMM scratch: fewer TLB misses when streaming */
+void mact_advise_huge(void *p, size_t bytes)
 {
-#if defined(__x86_64__)
-    const mact_ops *o = mact_ops_x86(max_isa);
-    if (o) return o;
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20, lo = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+                    hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 #else
-    (void)max_isa;
+    (void)p;
+    (void)bytes;
 #endif
-    return &mact_ops_ref;
 }
 
-const mact_ops *mact_ops_select(int kernels, char *err, size_t errlen)
-{
-    if (kernels == MACT_KERNELS_AUTO) {
-        const char *e = getenv("MACT_KERNELS");
-        if (e && *e && strcmp(e, "auto")) {
-            static const char *names[] = {"auto", "ref", "avx2", "avx512", "avx512bf16"};
-            kernels = -1;
-            for (int i = 1; i < 5; i++)
-                if (!strcmp(e, names[i])) kernels = i;
-            if (kernels < 0) {
-                if (err && errlen)
-                    snprintf(err, errlen, "MACT_KERNELS=%s: expected auto, ref, avx2, avx512 or avx512bf16", e);
-                return NULL;
-            }
-        }
-    }
-    switch (kernels) {
-    case MACT_KERNELS_AUTO: return best_ops(MACT_ISA_AVX512BF16);
-    case MACT_KERNELS_REF: return &mact_ops_ref;
-    case MACT_KERNELS_X86_AVX2:
-    case MACT_KERNELS_X86_AVX512:
-    case MACT_KERNELS_X86_AVX512_BF16: {
-        const int want = kernels == MACT_KERNELS_X86_AVX2     ? MACT_ISA_AVX2
-                         : kernels == MACT_KERNELS_X86_AVX512 ? MACT_ISA_AVX512
-                                                              : MACT_ISA_AVX512BF16;
-        const mact_ops *o = best_ops(want);
-        /* a cap, clamped to what the CPU has; only a build without x86 kernels refuses it */
-        if (o == &mact_ops_ref && want > MACT_ISA_SCALAR) {
-#if !defined(__x86_64__)
-            if (err && errlen) snprintf(err, errlen, "x86 kernels were asked for; this build has none");
-            return NULL;
-#endif
-        }
-        return o;
-    }
-    default:
-        if (err && errlen) snprintf(err, errlen, "unknown kernels choice %d", kernels);
-        return NULL;
-    }
-}
-
-int mact_ops_kernels(const mact_ops *ops) { return ops->kernels; }
-int mact_ops_isa(const mact_ops *ops) { return ops->isa; }
-const char *mact_ops_name(const mact_ops *ops) { return ops->name; }
 
 int mact_kernels_effective_precision(const mact_ops *ops, int prec)
 {
@@ -167,4 +126,32 @@ void mact_tensor_unpack(mact_tensor *t)
     free((void *)t->pk->data);
     free((void *)t->pk);
     t->pk = NULL;
+}
+
+/* ---- packing through the ops ---- */
+
+int mact_pack_plan(const mact_ops *ops, int dtype, int64_t N, int64_t K, int prec, int lm, int *fmt, size_t *bytes)
+{
+    return ops->pack_plan ? ops->pack_plan(dtype, N, K, prec, lm, fmt, bytes) : 0;
+}
+
+mact_packed mact_pack_describe(const mact_ops *ops, const void *buf, int dtype, int64_t N, int64_t K, int fmt)
+{
+    return ops->pack_describe(buf, dtype, N, K, fmt);
+}
+
+void mact_pack_fill(const mact_ops *ops, mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K,
+                    int fmt)
+{
+    ops->pack_fill(pool, buf, w, dtype, N, K, fmt);
+}
+
+double mact_kernels_peak_gflops(const mact_kctx *kc, int use_bf16)
+{
+    return kc->ops->peak_gflops ? kc->ops->peak_gflops(use_bf16, kc->n_threads) : 0;
+}
+
+double mact_kernels_peak_gops_i8(const mact_kctx *kc)
+{
+    return kc->ops->peak_gops_i8 ? kc->ops->peak_gops_i8(kc->n_threads) : 0;
 }

@@ -4,25 +4,12 @@
 #include <math.h>
 #include <float.h>
 #include <string.h>
-#include <sys/mman.h>
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 
 const char *mact_precision_name(int prec)
 {
     return prec == MACT_PREC_BF16 ? "bf16" : prec == MACT_PREC_INT8 ? "int8" : "fp32";
-}
-
-void mact_advise_huge(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20, lo = ((uintptr_t)p + huge - 1) & ~(huge - 1),
-                    hi = ((uintptr_t)p + bytes) & ~(huge - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
 }
 
 int mact_gemm_parallel(int64_t M, int64_t N, int64_t K) { return M * N * K > 200000; }
@@ -326,30 +313,3 @@ void mact_rope(float *x, int64_t ld, int64_t n, int n_heads, int hd, const float
         }
 }
 
-/* ---- packing through the ops ---- */
-
-int mact_pack_plan(const mact_ops *ops, int dtype, int64_t N, int64_t K, int prec, int lm, int *fmt, size_t *bytes)
-{
-    return ops->pack_plan ? ops->pack_plan(dtype, N, K, prec, lm, fmt, bytes) : 0;
-}
-
-mact_packed mact_pack_describe(const mact_ops *ops, const void *buf, int dtype, int64_t N, int64_t K, int fmt)
-{
-    return ops->pack_describe(buf, dtype, N, K, fmt);
-}
-
-void mact_pack_fill(const mact_ops *ops, mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K,
-                    int fmt)
-{
-    ops->pack_fill(pool, buf, w, dtype, N, K, fmt);
-}
-
-double mact_kernels_peak_gflops(const mact_kctx *kc, int use_bf16)
-{
-    return kc->ops->peak_gflops ? kc->ops->peak_gflops(use_bf16, kc->n_threads) : 0;
-}
-
-double mact_kernels_peak_gops_i8(const mact_kctx *kc)
-{
-    return kc->ops->peak_gops_i8 ? kc->ops->peak_gops_i8(kc->n_threads) : 0;
-}

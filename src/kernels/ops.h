@@ -65,6 +65,10 @@ static inline void mact_epi_store(float *dst, float s, float b, int epi)
     *dst = v;
 }
 
+/* MACT_X86: the build has the x86 kernels (the Makefile defines it on x86-64 hosts) */
+#ifndef MACT_X86
+#define MACT_X86 0
+#endif
 /* kernels/x86/ops.c (x86-64 builds only): the best x86 table for this CPU up to a level, or NULL */
 const mact_ops *mact_ops_x86(int max_isa);
 

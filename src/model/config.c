@@ -8,17 +8,6 @@
 #include <string.h>
 #include "model/model.h"
 
-int mact_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static const cJSON *obj(const cJSON *o, const char *k)
 {
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;

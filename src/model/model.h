@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mact.h"
+#include "base/err.h"
 #include "base/tensor.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
@@ -159,10 +160,6 @@ int mact_read_file(const char *path, char **out, size_t *len);
 
 /* config.c */
 int mact_config_parse(const char *json_text, mact_config *cfg, char *err, size_t errlen);
-
-/* Formats into err (errlen may be 0). Returns code, so callers can `return mact_errf(...)`. */
-int mact_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 int mact_session_fail(struct mact_session *s, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -2,38 +2,8 @@
  * (packed fp32/bf16-pair GEMMs, vector norms and activations, blocked fp32 attention), AVX-512 BF16 (bf16
  * dot products in the GEMMs and attention); each AVX-512 level with AVX512-VNNI also gets the int8 GEMM
  * (without it INT8 precision runs as BF16: the plain-C int8 kernel would be far slower than bf16). */
-#include <stdatomic.h>
 #include "mact.h"
 #include "kernels/x86/x86.h"
-
-/* the probe: computed once, read-only afterwards (racing first calls compute the same bits) */
-enum { F_AVX2 = 1, F_AVX512 = 2, F_BF16 = 4, F_VNNI = 8, F_PROBED = 16 };
-static _Atomic int g_features;
-
-static int features(void)
-{
-    int f = atomic_load_explicit(&g_features, memory_order_relaxed);
-    if (f) return f;
-    __builtin_cpu_init();
-    f = F_PROBED;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) f |= F_AVX2;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-        f |= F_AVX512;
-        /* GCC 12's __builtin_cpu_supports has no "avx512bf16": CPUID leaf 7 subleaf 1, EAX bit 5 */
-        unsigned a, b, c, d;
-        __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
-        if ((a >> 5) & 1) f |= F_BF16;
-        if (__builtin_cpu_supports("avx512vnni")) f |= F_VNNI;
-    }
-    atomic_store_explicit(&g_features, f, memory_order_relaxed);
-    return f;
-}
-
-int mact_x86_has_avx2(void) { return !!(features() & F_AVX2); }
-int mact_x86_has_avx512(void) { return !!(features() & F_AVX512); }
-int mact_x86_has_avx512bf16(void) { return !!(features() & F_BF16); }
-int mact_x86_has_vnni(void) { return !!(features() & F_VNNI); }
 
 static double peak_i8(int threads) { return mact_x86_peak_gops_i8(threads); }
 
@@ -72,10 +42,9 @@ static const mact_ops ops_avx512bf16_vnni = {.name = "avx512bf16+vnni", .kernels
 
 const mact_ops *mact_ops_x86(int max_isa)
 {
-    const int f = features();
-    const int vnni = !!(f & F_VNNI);
-    if (max_isa >= MACT_ISA_AVX512BF16 && (f & F_BF16)) return vnni ? &ops_avx512bf16_vnni : &ops_avx512bf16;
-    if (max_isa >= MACT_ISA_AVX512 && (f & F_AVX512)) return vnni ? &ops_avx512_vnni : &ops_avx512;
-    if (max_isa >= MACT_ISA_AVX2 && (f & F_AVX2)) return &ops_avx2;
+    const int vnni = mact_x86_has_vnni();
+    if (max_isa >= MACT_ISA_AVX512BF16 && mact_x86_has_avx512bf16()) return vnni ? &ops_avx512bf16_vnni : &ops_avx512bf16;
+    if (max_isa >= MACT_ISA_AVX512 && mact_x86_has_avx512()) return vnni ? &ops_avx512_vnni : &ops_avx512;
+    if (max_isa >= MACT_ISA_AVX2 && mact_x86_has_avx2()) return &ops_avx2;
     return NULL;
 }
