@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mact.h"
+#include "mact_stages.h"
 #include "base/tensor.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
