@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # The shared library's ABI is exactly the public headers: `nm -D --defined-only $BUILD/libmact.so` lists every
 # function declared MACT_API in include/*.h and nothing else (the library is compiled -fvisibility=hidden).
 # Also: every function the headers declare is MACT_API, each header compiles on its own (C11 -pedantic, and

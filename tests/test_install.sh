@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # `make install` as a Debian package build does it (DESTDIR staging, PREFIX=/usr), then the header's usage
 # example (tests/c/install_example.c) built against the installed copy only, through pkg-config: once with the
 # shared library (run with LD_LIBRARY_PATH) and once with libmact.a (--static). Both must print the same
