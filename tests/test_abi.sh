@@ -72,8 +72,12 @@ soname=$(readelf -d "$SO" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 
 # the library's mact_version() against the header's MACT_VERSION_STRING, through the .so
 printf '#include <stdio.h>\n#include <string.h>\n#include "mact.h"\nint main(void) { printf("%%s\\n", mact_version()); return strcmp(mact_version(), MACT_VERSION_STRING) != 0; }\n' >"$T/ver.c"
-ln -sf "$PWD/$SO" "$T/libmact.so.0"
-if $CC -std=c11 -Iinclude "$T/ver.c" -o "$T/ver" "$SO" 2>"$T/ver.log" && v=$(LD_LIBRARY_PATH="$T" "$T/ver" 2>>"$T/ver.log"); then
+ln -sf "$(realpath "$SO")" "$T/libmact.so.0"
+san=""  # a sanitized library needs the sanitizer runtime in the program too
+nm -D "$SO" | grep -q __asan_ && san="-fsanitize=address,undefined"
+nm -D "$SO" | grep -q __tsan_ && san="-fsanitize=thread"
+if $CC -std=c11 $san -Iinclude "$T/ver.c" -o "$T/ver" "$SO" 2>"$T/ver.log" &&
+        v=$(LD_LIBRARY_PATH="$T" "$T/ver" 2>>"$T/ver.log"); then
     pass "abi_version ($v)"
 else fail abi_version "mact_version() through $SO does not match MACT_VERSION_STRING: $(cat "$T/ver.log")"; fi
 [ "$fails" -eq 0 ]
