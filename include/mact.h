@@ -162,7 +162,7 @@ typedef struct {
     mact_kernels kernels;                 /* AUTO (0): $MACT_KERNELS, else the best the CPU has */
 } mact_load_options;
 
-/* Sizes an integrator needs to allocate buffers; all read from the checkpoint. */
+/* Sizes an integrator needs to allocate buffers, read from the checkpoint, and what the load resolved. */
 typedef struct {
     int image_height, image_width, patch_size;
     int n_patches;           /* per image, e.g. 729 */
@@ -220,8 +220,10 @@ typedef struct {
 typedef struct {
     const char *norm_tag;     /* NULL: the checkpoint's only tag (an error lists the tags when several) */
     int num_steps;            /* flow-matching Euler steps; 0: config flow_matching_num_steps */
-    int n_action_steps;       /* rows returned; 0: the tag's n_action_steps, else its action_horizon */
-    const float *noise;       /* initial noise [horizon, max_action_dim]; NULL: a Gaussian drawn from seed */
+    int n_action_steps;       /* rows returned, 1..horizon; 0: the tag's n_action_steps, else the horizon */
+    /* initial noise [horizon, max_action_dim], where the horizon is the tag's action_horizon, else the model's
+     * max_action_horizon; NULL: a Gaussian drawn from seed */
+    const float *noise;
     size_t noise_len;         /* floats in noise; must equal horizon * max_action_dim */
     uint64_t seed;            /* used when noise is NULL; 0 is a seed like any other */
 } mact_predict_options;
@@ -238,7 +240,7 @@ typedef struct {
 typedef struct {
     double preprocess_ms, vision_ms, llm_ms, action_ms, total_ms;
     int n_tokens;             /* prompt length */
-    int horizon;              /* action rows generated (the tag's action_horizon) */
+    int horizon;              /* action rows generated (the horizon, mact_predict_options.noise) */
 } mact_timings;
 
 typedef struct {
