@@ -17,14 +17,15 @@
  *                            .state = state, .state_dim = 6};           // options all zero: defaults
  *   mact_predict_output out = {.actions = actions, .actions_cap = cap};
  *   if (mact_predict(s, &in, &out)) fprintf(stderr, "%s\n", mact_session_error(s));
- *   else for (size_t r = 0; r < out.n_steps; r++)                      // row r: actions[r * out.action_dim + i]
- *       printf("%g ...\n", actions[r * out.action_dim]);
+ *   else for (size_t r = 0; r < out.n_steps; r++, puts(""))           // out.n_steps rows, robot units
+ *       for (size_t i = 0; i < out.action_dim; i++) printf(" %g", actions[r * out.action_dim + i]);
  *   free(actions);
  *   mact_session_free(s);
  *   mact_model_free(m);
  *
- * Link with `pkg-config --cflags --libs mact` (libmact.so; `--static` for libmact.a). The model's stages one at
- * a time (vision, LLM layers, action expert: the parity boundaries) are in mact_stages.h.
+ * Link with `pkg-config --cflags --libs mact` (libmact.so), or statically with `pkg-config --static --libs mact`
+ * and -lmact replaced by -l:libmact.a. The model's stages one at a time (vision, LLM layers, action expert: the
+ * parity boundaries) are in mact_stages.h.
  *
  * A mact_model is read-only after load (mmapped weights, config); any number of mact_sessions may share one
  * model. A session owns every mutable byte of an inference (activation arena, KV, RNG) and is used by one
@@ -194,7 +195,7 @@ MACT_API mact_status mact_model_describe(const mact_model *m, char *buf, size_t 
 
 /* mact_session_new's options; NULL or all zero: the defaults. */
 typedef struct {
-    size_t max_images;   /* camera frames per call; 0: MACT_DEFAULT_MAX_IMAGES */
+    size_t max_images;   /* camera frames per call, at most 256; 0: MACT_DEFAULT_MAX_IMAGES */
     size_t max_tokens;   /* longest prompt this session accepts; 0: MACT_DEFAULT_MAX_TOKENS. Either way capped
                           * at the model's max_position_embeddings. */
     int n_threads;       /* <= 0: all cores; ignored when threadpool is set */

@@ -3,7 +3,8 @@
 # The shared library's ABI is exactly the public headers: `nm -D --defined-only $BUILD/libmact.so` lists every
 # function declared MACT_API in include/*.h and nothing else (the library is compiled -fvisibility=hidden).
 # Also: every function the headers declare is MACT_API, each header compiles on its own (C11 -pedantic, and
-# as C++ when a C++ compiler is here), the soname is libmact.so.0, and mact_version() matches the header.
+# as C++ when a C++ compiler is here), the usage example in mact.h compiles, the soname is libmact.so.0, and
+# mact_version() matches the header.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -66,6 +67,17 @@ for h in "${hdrs[@]}"; do
         else fail "abi_header_alone_cxx/$b" "$(head -3 "$T/one.log")"; fi
     fi
 done
+
+# the usage example at the top of mact.h compiles as it stands (the lines from `#include <mact.h>` to
+# `mact_model_free(m);`, in a main() that declares the two frames)
+{ printf '#include <stdio.h>\n#include <stdlib.h>\n#include "mact.h"\nint main(void)\n{\n'
+  printf '    const uint8_t *top_rgb = NULL, *wrist_rgb = NULL;\n'
+  sed -n '/^ \*   #include <mact.h>/,/^ \*   mact_model_free(m);/p' include/mact.h | sed '1d; s/^ \*//; s/^   //'
+  printf '    return 0;\n}\n'; } >"$T/example.c"
+if grep -q mact_predict "$T/example.c" &&
+        $CC -std=c11 -Wall -Wextra -Werror -Iinclude -c "$T/example.c" -o "$T/example.o" 2>"$T/example.log"; then
+    pass abi_header_example_compiles
+else fail abi_header_example_compiles "$(head -3 "$T/example.log" 2>/dev/null) (extracted to $T/example.c)"; fi
 
 soname=$(readelf -d "$SO" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "libmact.so.0" ] && pass abi_soname || fail abi_soname "SONAME is '$soname', not libmact.so.0"
