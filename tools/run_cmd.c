@@ -108,14 +108,14 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     }
     size_t cap = (size_t)mi.max_action_horizon * mi.max_action_dim;
     actions = malloc(cap * sizeof(float));
-    mact_predict_output po_out = {.actions = actions, .actions_cap = cap};
+    mact_predict_output result = {.actions = actions, .actions_cap = cap};
     if (!actions) { fprintf(stderr, "mact: out of memory\n"); goto out; }
-    if (mact_predict(s, &in, &po_out)) {
+    if (mact_predict(s, &in, &result)) {
         fprintf(stderr, "mact: %s\n", mact_session_error(s));
         goto out;
     }
-    const int steps = (int)po_out.n_steps, adim = (int)po_out.action_dim;
-    const mact_timings t = po_out.timings;
+    const int steps = (int)result.n_steps, adim = (int)result.action_dim;
+    const mact_timings t = result.timings;
     if (a->dump) {
         mkdir(a->dump, 0755);
         const char *names[] = {"pixel_values", "input_ids", "image_embeds", "keys", "values", "noise", "actions_norm"};
