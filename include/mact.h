@@ -142,7 +142,8 @@ typedef enum {
 /* A pool of worker threads. A session makes its own by default; several sessions may share one (their
  * jobs then take turns on it, each still using all its threads). Free it after every session using it. */
 typedef struct mact_threadpool mact_threadpool;
-/* n_threads <= 0: all cores. */
+/* A pool of n_threads threads (the caller's among them), at most 256; n_threads <= 0: one per CPU this process
+ * may run on (its affinity mask). */
 MACT_API mact_status mact_threadpool_new(int n_threads, mact_threadpool **out, char *err, size_t errlen);
 MACT_API void mact_threadpool_free(mact_threadpool *p);
 MACT_API int mact_threadpool_size(const mact_threadpool *p);
@@ -198,7 +199,8 @@ typedef struct {
     size_t max_images;   /* camera frames per call, at most 256; 0: MACT_DEFAULT_MAX_IMAGES */
     size_t max_tokens;   /* longest prompt this session accepts; 0: MACT_DEFAULT_MAX_TOKENS. Either way capped
                           * at the model's max_position_embeddings. */
-    int n_threads;       /* <= 0: all cores; ignored when threadpool is set */
+    int n_threads;       /* threads of the session's own pool, capped at the CPUs this process may run on;
+                          * <= 0: all of them. Ignored when threadpool is set. */
     mact_threadpool *threadpool; /* NULL: the session makes its own pool of n_threads */
 } mact_session_options;
 
