@@ -3,7 +3,8 @@
 #   make check      the fast tier: C unit tests and the suites that need neither PyTorch nor npm
 #   make test       the whole suite (README's test command)
 #   make asan       the whole suite under ASan+UBSan;  make tsan: the concurrency tests under TSan
-#   make install    PREFIX=/usr/local DESTDIR=  (library, headers, mact.pc, the CLI)
+#   make install    PREFIX=/usr/local DESTDIR= [LIBDIR= INCLUDEDIR= BINDIR=]  (libmact.so.0 and libmact.a,
+#                   include/mact.h and mact_stages.h, mact.pc, the CLI)
 # The plain-C kernels build with any C11 compiler; the x86 kernels (src/kernels/x86/) are compiled only on
 # x86-64, with per-function target attributes and run-time dispatch, so no -march is forced.
 CC      ?= cc
@@ -14,10 +15,14 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude 
 LIBCFLAGS = -fvisibility=hidden -DMACT_BUILD
 LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lz -lm -pthread
 
-VERSION := 0.2.0
+# the version is stated once, in include/mact.h; the soname's number changes with the ABI
+VERSION := $(shell sed -n 's/^\#define MACT_VERSION_STRING "\(.*\)"/\1/p' include/mact.h)
 SOVER   := 0
 PREFIX  ?= /usr/local
 DESTDIR ?=
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR  ?= $(PREFIX)/bin
 
 MACHINE := $(shell $(CC) -dumpmachine)
 ARCH_X86 := $(if $(filter x86_64-%,$(MACHINE)),1,)
@@ -31,7 +36,7 @@ DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o)
 HDRS     := $(wildcard include/*.h src/*/*.h src/*/*/*.h)
 TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool
 
-all: $(BUILD)/mact $(BUILD)/libmact.so $(TESTS)
+all: $(BUILD)/mact $(BUILD)/libmact.so $(BUILD)/mact.pc $(TESTS)
 
 $(BUILD)/obj/dev/%.o: src/dev/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -51,7 +56,14 @@ $(BUILD)/libmact_dev.a: $(DEV_OBJ)
 
 # the shared library exports only what include/ marks MACT_API
 $(BUILD)/libmact.so: $(LIB_OBJ)
-	$(CC) $(OPT) -shared -Wl,-soname,libmact.so.$(SOVER) -Wl,--no-undefined $^ $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact.so.$(SOVER) -Wl,--no-undefined $^ $(LDLIBS) -o $@
+
+# pkg-config file for the install paths (rebuilt when they change: the paths are in the command)
+$(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
+	@mkdir -p $(dir $@)
+	@sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	    -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|g' mact.pc.in > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 # the CLI: tools/mact.c dispatches to one file per front end (tools/*.c)
 $(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
@@ -74,17 +86,19 @@ tsan:
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" all
 	BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" tests/run.sh test_concurrency test_kernels
 
-install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(BUILD)/libmact.a $(DESTDIR)$(PREFIX)/lib/libmact.a
-	install -m 755 $(BUILD)/libmact.so $(DESTDIR)$(PREFIX)/lib/libmact.so.$(VERSION)
-	ln -sf libmact.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libmact.so.$(SOVER)
-	ln -sf libmact.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libmact.so
-	install -m 644 include/mact.h include/mact_stages.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(BUILD)/mact $(DESTDIR)$(PREFIX)/bin/mact
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' mact.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mact.pc
+# Debian's split: libmact.so.0 (the runtime package: the real file and the soname link) and libmact.so,
+# libmact.a, the headers and mact.pc (the -dev package). Shared libraries are installed 644, as Debian does.
+install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
+	install -m 644 $(BUILD)/libmact.a $(DESTDIR)$(LIBDIR)/libmact.a
+	install -m 644 $(BUILD)/libmact.so $(DESTDIR)$(LIBDIR)/libmact.so.$(VERSION)
+	ln -sf libmact.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libmact.so.$(SOVER)
+	ln -sf libmact.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libmact.so
+	install -m 644 include/mact.h include/mact_stages.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(BUILD)/mact $(DESTDIR)$(BINDIR)/mact
+	install -m 644 $(BUILD)/mact.pc $(DESTDIR)$(LIBDIR)/pkgconfig/mact.pc
 
 clean:
 	rm -rf build build-asan build-tsan
 
-.PHONY: all test check asan tsan install clean
+.PHONY: all test check asan tsan install clean FORCE

@@ -1,50 +1,105 @@
-/* mact: MolmoAct2 robot policies in plain C.
+/* mact: MolmoAct2 robot policies in plain C. The integrator's API: load a model, make a session, predict.
  *
- * A mact_model is read-only after load (mmapped weights, config); any number of mact_sessions may
- * share one model. A session owns every mutable byte of an inference (activation arena, KV, RNG) and
- * is used by one thread at a time.
+ *   #include <mact.h>
  *
- * Every function that can fail returns an int status (MACT_OK = 0, negative on error). Load errors are
- * written to the caller's err buffer; session errors are kept in the session (mact_session_error).
- * The library never exits or aborts on bad input.
+ *   char err[1024];
+ *   mact_model *m;
+ *   mact_session *s;
+ *   if (mact_model_load("/models/so101", NULL, &m, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+ *   if (mact_session_new(m, NULL, &s, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+ *   mact_model_info mi;
+ *   mact_model_get_info(m, &mi);
+ *   size_t cap = (size_t)mi.max_action_horizon * mi.max_action_dim;    // always enough
+ *   float *actions = malloc(cap * sizeof(float));
+ *   mact_frame cams[2] = {{top_rgb, 480, 640}, {wrist_rgb, 480, 640}};  // HxWx3 RGB bytes each
+ *   float state[6] = {0, 90, 90, 0, 0, 10};                             // raw robot units
+ *   mact_predict_input in = {.frames = cams, .n_frames = 2, .task = "pick up the cube",
+ *                            .state = state, .state_dim = 6};           // options all zero: defaults
+ *   mact_predict_output out = {.actions = actions, .actions_cap = cap};
+ *   if (mact_predict(s, &in, &out)) fprintf(stderr, "%s\n", mact_session_error(s));
+ *   else for (size_t r = 0; r < out.n_steps; r++, puts(""))           // out.n_steps rows, robot units
+ *       for (size_t i = 0; i < out.action_dim; i++) printf(" %g", actions[r * out.action_dim + i]);
+ *   free(actions);
+ *   mact_session_free(s);
+ *   mact_model_free(m);
  *
- * Ownership: every buffer passed in is owned by the caller and only read during the call; every output
- * buffer is allocated by the caller with the size stated next to the function (query the sizes with
- * mact_model_info). Nothing returned by the library needs freeing except through the *_free pairs. */
+ * Link with `pkg-config --cflags --libs mact` (libmact.so), or statically with `pkg-config --static --libs mact`
+ * and -lmact replaced by -l:libmact.a. The model's stages one at a time (vision, LLM layers, action expert: the
+ * parity boundaries) are in mact_stages.h.
+ *
+ * A mact_model is read-only after load (mmapped weights, config); any number of mact_sessions may share one
+ * model. A session owns every mutable byte of an inference (activation arena, KV, RNG) and is used by one
+ * thread at a time.
+ *
+ * Status: every function that can fail returns a mact_status (MACT_OK = 0, negative on error). Load and
+ * session-creation errors are written to the caller's err buffer (NUL-terminated, truncated to errlen; errlen
+ * may be 0); errors of calls on a session are kept in the session (mact_session_error). The library never
+ * exits or aborts on bad input.
+ *
+ * Ownership: every buffer passed in is owned by the caller and only read during the call; every output buffer
+ * is allocated by the caller with the size stated next to the function (query the sizes with
+ * mact_model_get_info). Nothing returned by the library needs freeing except through the *_free pairs.
+ *
+ * Sizes: capacities and element counts of caller buffers are size_t; model dimensions are int. Enum-typed
+ * struct fields are int-sized (ctypes: c_int). Every zero field of an options struct means "the default",
+ * and each default is stated once, next to its field. */
 #ifndef MACT_H
 #define MACT_H
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* Marks the library's public functions: the only symbols libmact.so exports (it is built with
- * -fvisibility=hidden). */
+#ifndef MACT_API
 #if defined(__GNUC__) || defined(__clang__)
 #define MACT_API __attribute__((visibility("default")))
 #else
 #define MACT_API
 #endif
+#endif
 
-enum {
+/* The version of this header; mact_version() gives the library's (they differ when the two do not match). */
+#define MACT_VERSION_MAJOR 0
+#define MACT_VERSION_MINOR 2
+#define MACT_VERSION_PATCH 0
+#define MACT_VERSION_STRING "0.2.0"
+
+/* Defaults of mact_session_options (0 in a field selects them). */
+#define MACT_DEFAULT_MAX_IMAGES 4
+#define MACT_DEFAULT_MAX_TOKENS 512
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
     MACT_OK = 0,
     MACT_ERR_IO = -1,          /* file missing or unreadable */
     MACT_ERR_FORMAT = -2,      /* malformed file (safetensors, json, npz) */
     MACT_ERR_MODEL = -3,       /* checkpoint inconsistent with its config: missing/extra tensor, shape */
-    MACT_ERR_INPUT = -4,       /* caller input rejected: shape, NaN, range */
+    MACT_ERR_INPUT = -4,       /* caller input rejected: shape, NaN, range, NULL, unknown name */
     MACT_ERR_NOMEM = -5,
     MACT_ERR_UNSUPPORTED = -6, /* a valid choice this build does not implement */
-};
+} mact_status;
+
+/* "MAJOR.MINOR.PATCH" of the library (static string). */
+MACT_API const char *mact_version(void);
 
 typedef struct mact_model mact_model;
 typedef struct mact_session mact_session;
 
 /* How the 2x2 attention pooling treats the padded row/column (spec 7.3). */
-enum { MACT_POOL_FROM_CONFIG = 0, MACT_POOL_SDPA, MACT_POOL_EAGER, MACT_POOL_NONE };
+typedef enum {
+    MACT_POOL_FROM_CONFIG = 0, /* adapter_config.pooling_attention_mask / attn_implementation */
+    MACT_POOL_SDPA,
+    MACT_POOL_EAGER,
+    MACT_POOL_NONE,
+} mact_pool_mask;
+
 /* Which prompt tokens the action expert's cross-attention may see (spec 4.6). */
-enum { MACT_ENC_FROM_CONFIG = 0, MACT_ENC_ALL, MACT_ENC_DROP_EOS };
+typedef enum {
+    MACT_ENC_FROM_CONFIG = 0,  /* follows action_mode */
+    MACT_ENC_ALL,
+    MACT_ENC_DROP_EOS,
+} mact_encoder_mask_mode;
 
 /* Arithmetic of the weight matmuls. FP32 is the exact parity mode (weights widened to fp32, fp32
  * accumulation); BF16 rounds activations to bf16 and uses the CPU's bf16 dot products (AVX512-BF16)
@@ -52,11 +107,17 @@ enum { MACT_ENC_FROM_CONFIG = 0, MACT_ENC_ALL, MACT_ENC_DROP_EOS };
  * to int8 per output channel and their GEMM inputs to u8 per row, multiplied in int32 (AVX512-VNNI; the
  * vision stack stays BF16; on a CPU without AVX512-VNNI, INT8 runs as BF16). Norms, softmax, RoPE and the
  * Euler update stay fp32 in all. Its accuracy cost is measured in docs/benchmarks.md. */
-enum { MACT_PRECISION_DEFAULT = 0, MACT_PRECISION_FP32, MACT_PRECISION_BF16, MACT_PRECISION_INT8 };
-/* "fp32", "bf16", "int8" -> MACT_PRECISION_*; -1 for anything else. */
-int mact_precision_parse(const char *name);
-/* The name of a MACT_PRECISION_* (static string; "default" for DEFAULT, "?" when unknown). */
-const char *mact_precision_str(int precision);
+typedef enum {
+    MACT_PRECISION_DEFAULT = 0, /* BF16 */
+    MACT_PRECISION_FP32,
+    MACT_PRECISION_BF16,
+    MACT_PRECISION_INT8,
+} mact_precision;
+
+/* "fp32", "bf16", "int8" or "default" -> *out; MACT_ERR_INPUT (and *out untouched) for anything else. */
+MACT_API mact_status mact_precision_parse(const char *name, mact_precision *out);
+/* The name of a precision (static string; "default" for DEFAULT, "?" when unknown). */
+MACT_API const char *mact_precision_str(mact_precision precision);
 
 /* Which kernels run the ops. AUTO picks the best the CPU has (once, from its features); REF forces the
  * plain-C reference kernels for every op (any CPU; for tests and bug reports); the x86 levels cap the
@@ -70,18 +131,28 @@ typedef enum {
     MACT_KERNELS_X86_AVX512_BF16,
 } mact_kernels;
 
+/* What the load did with the pack cache (mact_load_options.pack_cache_dir). */
+typedef enum {
+    MACT_CACHE_NONE = 0,       /* no cache directory, or nothing was packed (no_pack; kernels without packs) */
+    MACT_CACHE_LOADED,         /* a valid cache file was mapped instead of repacking */
+    MACT_CACHE_WRITTEN,        /* the weights were packed and the cache file written */
+    MACT_CACHE_UNUSABLE,       /* the cache could be neither read nor written; the weights were packed */
+} mact_pack_cache_status;
+
 /* A pool of worker threads. A session makes its own by default; several sessions may share one (their
  * jobs then take turns on it, each still using all its threads). Free it after every session using it. */
 typedef struct mact_threadpool mact_threadpool;
-/* n_threads <= 0: all cores. */
-MACT_API int mact_threadpool_new(int n_threads, mact_threadpool **out, char *err, size_t errlen);
+/* A pool of n_threads threads (the caller's among them), at most 256; n_threads <= 0: one per CPU this process
+ * may run on (its affinity mask). */
+MACT_API mact_status mact_threadpool_new(int n_threads, mact_threadpool **out, char *err, size_t errlen);
 MACT_API void mact_threadpool_free(mact_threadpool *p);
 MACT_API int mact_threadpool_size(const mact_threadpool *p);
 
+/* mact_model_load's options; NULL or all zero: the defaults. */
 typedef struct {
-    int pooling_mask;  /* MACT_POOL_*; FROM_CONFIG reads adapter_config */
-    int encoder_mask;  /* MACT_ENC_*; FROM_CONFIG follows action_mode */
-    int precision;     /* MACT_PRECISION_*; DEFAULT = BF16. Weights are repacked once at load for it. */
+    mact_pool_mask pooling_mask;          /* FROM_CONFIG (0): read from adapter_config */
+    mact_encoder_mask_mode encoder_mask;  /* FROM_CONFIG (0): follows action_mode */
+    mact_precision precision;             /* DEFAULT (0): BF16. The weights are repacked once at load for it. */
     int no_pack;       /* 1: keep weights in place (zero-copy, slower matmuls; for inspect-only use) */
     /* Directory for a cache of the repacked weights (NULL: $MACT_PACK_CACHE if set, else no cache). A valid
      * cache file for this checkpoint and precision is mapped read-only instead of repacking (cold start in
@@ -90,10 +161,10 @@ typedef struct {
      * the model directory (name, size, mtime), so a changed checkpoint gets a new file; old files are not
      * deleted. Cache problems never fail the load: mact_model_info.pack_cache says what happened. */
     const char *pack_cache_dir;
-    mact_kernels kernels; /* AUTO (0): $MACT_KERNELS, else the best the CPU has */
+    mact_kernels kernels;                 /* AUTO (0): $MACT_KERNELS, else the best the CPU has */
 } mact_load_options;
 
-/* Sizes an integrator needs to allocate buffers; all read from the checkpoint. */
+/* Sizes an integrator needs to allocate buffers, read from the checkpoint, and what the load resolved. */
 typedef struct {
     int image_height, image_width, patch_size;
     int n_patches;           /* per image, e.g. 729 */
@@ -106,68 +177,40 @@ typedef struct {
     int max_action_dim, max_action_horizon, flow_steps;
     int vocab_total;         /* vocab_size + additional_vocab_size */
     int has_sampler;
-    int pooling_mask;        /* resolved MACT_POOL_* */
-    int encoder_mask;        /* resolved MACT_ENC_* */
-    int precision;           /* resolved MACT_PRECISION_* */
-    int pack_cache;          /* 0 no cache, 1 loaded from it, 2 packed and written to it, 3 cache not usable */
-    mact_kernels kernels;    /* resolved: never AUTO */
+    mact_pool_mask pooling_mask;          /* resolved: never FROM_CONFIG */
+    mact_encoder_mask_mode encoder_mask;  /* resolved: never FROM_CONFIG */
+    mact_precision precision;             /* resolved: never DEFAULT */
+    mact_pack_cache_status pack_cache;
+    mact_kernels kernels;                 /* resolved: never AUTO */
 } mact_model_info;
 
-int mact_model_load(const char *model_dir, const mact_load_options *opt, mact_model **out,
-                    char *err, size_t errlen);
-void mact_model_free(mact_model *m);
-void mact_model_get_info(const mact_model *m, mact_model_info *info);
-/* Writes a human-readable summary (config, parameters and bytes per component, dtype mix). */
-int mact_model_describe(const mact_model *m, char *buf, size_t buflen);
+/* Loads model_dir (config.json, model.safetensors or shards; tokenizer.json and norm_stats.json are optional
+ * and needed only by mact_predict / mact_tokenize). opt may be NULL. */
+MACT_API mact_status mact_model_load(const char *model_dir, const mact_load_options *opt, mact_model **out,
+                                     char *err, size_t errlen);
+MACT_API void mact_model_free(mact_model *m);
+MACT_API void mact_model_get_info(const mact_model *m, mact_model_info *info);
+/* Writes a human-readable summary (config, parameters and bytes per component, dtype mix) into buf,
+ * NUL-terminated; MACT_ERR_INPUT when it did not fit in buflen (the text is then truncated). */
+MACT_API mact_status mact_model_describe(const mact_model *m, char *buf, size_t buflen);
 
+/* mact_session_new's options; NULL or all zero: the defaults. */
 typedef struct {
-    int max_images;   /* 0 -> 4 */
-    int max_tokens;   /* 0 -> 1024: longest prompt this session accepts */
-    int n_threads;    /* 0 -> all cores; ignored when threadpool is set */
+    size_t max_images;   /* camera frames per call, at most 256; 0: MACT_DEFAULT_MAX_IMAGES */
+    size_t max_tokens;   /* longest prompt this session accepts; 0: MACT_DEFAULT_MAX_TOKENS. Either way capped
+                          * at the model's max_position_embeddings. */
+    int n_threads;       /* threads of the session's own pool, capped at the CPUs this process may run on;
+                          * <= 0: all of them. Ignored when threadpool is set. */
     mact_threadpool *threadpool; /* NULL: the session makes its own pool of n_threads */
 } mact_session_options;
 
-int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out,
-                     char *err, size_t errlen);
-void mact_session_free(mact_session *s);
+MACT_API mact_status mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out,
+                                      char *err, size_t errlen);
+MACT_API void mact_session_free(mact_session *s);
 /* Threads this session's kernels run on (the size of its pool). */
 MACT_API int mact_session_threads(const mact_session *s);
-/* The last error of this session; valid until the next call on it. */
-const char *mact_session_error(const mact_session *s);
-
-/* ---- stages at the seed's boundaries ---- */
-
-/* pixel_values [n_img, n_patches, patch_dim] -> image_embeds [n_img * K, d_model]. */
-int mact_vision(mact_session *s, const float *pixel_values, int n_img, float *image_embeds);
-
-/* Token ids [n] -> attention bias [n, n] (0 or -FLT_MAX) per spec 3.6 and the encoder mask [n]. */
-int mact_attention_bias(mact_session *s, const int64_t *ids, int n, float *bias);
-int mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_t *mask);
-/* ids [n] + image_embeds [n_image_tokens, d_model] -> hidden [n, d_model]. */
-int mact_embed(mact_session *s, const int64_t *ids, int n, const float *image_embeds,
-               int n_image_embeds, float *hidden);
-/* Runs LLM layers [a, b) in place on hidden [n, d_model] under bias [n, n]; writes K (post-norm,
- * post-RoPE) and V of each layer to keys/values [(b - a), n, kv_dim]. */
-int mact_llm_layers(mact_session *s, float *hidden, const float *bias, int n, int a, int b,
-                    float *keys, float *values);
-
-/* keys/values [n_layers, n, kv_dim] -> k_ctx/v_ctx [n_layers, n, ae_hidden]. */
-int mact_action_context(mact_session *s, const float *keys, const float *values, int n,
-                        float *k_ctx, float *v_ctx);
-/* One Euler step in place on traj [h, max_action_dim] at time t with dt = 1/num_steps.
- * enc_mask [n] (nonzero = visible), is_pad [max_action_dim] (nonzero = padded dim). */
-int mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps,
-                     const float *k_ctx, const float *v_ctx, const uint8_t *enc_mask, int n,
-                     const uint8_t *is_pad);
-/* The whole loop: noise [h, max_action_dim] -> actions_norm [h, max_action_dim] in place, from the
- * raw per-layer keys/values; action_dim says which dims are real (the rest are padding). */
-int mact_action_generate(mact_session *s, float *traj, int h, int action_dim, int num_steps,
-                         const float *keys, const float *values, const uint8_t *enc_mask, int n);
-
-/* The whole path from preprocessed inputs: pixel_values [n_img, n_patches, patch_dim] and prompt ids [n]
- * (with n_img * K <im_patch> tokens) -> traj [h, max_action_dim], noise in, normalised actions out. */
-int mact_generate_from_ids(mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
-                           float *traj, int h, int action_dim, int num_steps);
+/* The message of the last call on this session that failed; valid until the next call on it. */
+MACT_API const char *mact_session_error(const mact_session *s);
 
 /* ---- the integrator's call: camera frames + task + raw state -> actions in robot units ---- */
 
@@ -180,32 +223,58 @@ typedef struct {
 typedef struct {
     const char *norm_tag;     /* NULL: the checkpoint's only tag (an error lists the tags when several) */
     int num_steps;            /* flow-matching Euler steps; 0: config flow_matching_num_steps */
-    const float *noise;       /* initial noise [horizon, max_action_dim], or NULL for a Gaussian from seed */
-    int noise_len;            /* floats in noise; must equal horizon * max_action_dim */
-    uint64_t seed;
-    int n_action_steps;       /* rows returned; 0: the tag's n_action_steps (or its horizon) */
+    int n_action_steps;       /* rows returned, 1..horizon; 0: the tag's n_action_steps, else the horizon */
+    /* initial noise [horizon, max_action_dim], where the horizon is the tag's action_horizon, else the model's
+     * max_action_horizon; NULL: a Gaussian drawn from seed */
+    const float *noise;
+    size_t noise_len;         /* floats in noise; must equal horizon * max_action_dim */
+    uint64_t seed;            /* used when noise is NULL; 0 is a seed like any other */
 } mact_predict_options;
+
+typedef struct {
+    const mact_frame *frames; /* [n_frames], in the checkpoint's camera order */
+    size_t n_frames;          /* 1..the session's max_images */
+    const char *task;         /* UTF-8, NUL-terminated */
+    const float *state;       /* [state_dim], raw robot units */
+    size_t state_dim;         /* must equal the norm tag's state dim */
+    mact_predict_options options; /* all zero: the defaults */
+} mact_predict_input;
 
 typedef struct {
     double preprocess_ms, vision_ms, llm_ms, action_ms, total_ms;
     int n_tokens;             /* prompt length */
-    int horizon;              /* action rows generated (the tag's action_horizon) */
+    int horizon;              /* action rows generated (the horizon, mact_predict_options.noise) */
 } mact_timings;
 
-/* frames [n_frames] in the checkpoint's camera order, task as UTF-8, state [state_dim] raw robot units
- * -> actions [n_steps, action_dim] (row-major, in the caller's buffer of actions_cap floats).
- * Needs tokenizer.json and norm_stats.json in the model directory. timings may be NULL. */
-int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const char *task, const float *state,
-                 int state_dim, const mact_predict_options *opt, float *actions, int actions_cap, int *n_steps,
-                 int *action_dim, mact_timings *timings);
+typedef struct {
+    float *actions;           /* the caller's buffer: [n_steps, action_dim] row-major on return */
+    size_t actions_cap;       /* floats in actions; max_action_horizon * max_action_dim always suffices */
+    size_t n_steps;           /* written: rows of actions */
+    size_t action_dim;        /* written: floats per row (the norm tag's action dim) */
+    mact_timings timings;     /* written */
+} mact_predict_output;
 
-/* After mact_predict: a view of an intermediate tensor for dumps ("pixel_values", "image_embeds",
- * "keys", "values", "noise", "actions_norm", "input_ids" as float). Valid until the next call on s;
- * owned by the session. Returns MACT_ERR_INPUT for an unknown name. */
-int mact_session_tensor(const mact_session *s, const char *name, const float **data, int64_t shape[4], int *ndim);
+/* in -> out->actions. Needs tokenizer.json and norm_stats.json in the model directory. Inputs are checked
+ * before anything runs: on an error nothing in out has been written. */
+MACT_API mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_predict_output *out);
 
-/* Token ids of UTF-8 text with the model's tokenizer (no BOS, specials matched). */
-int mact_tokenize(const mact_model *m, const char *text, int64_t *ids, int cap, int *n, char *err, size_t errlen);
+/* A view of a tensor the session owns: data[shape[0]] ... [shape[ndim-1]], row-major float32. */
+typedef struct {
+    const float *data;
+    int ndim;
+    int64_t shape[4];         /* unused dims are 0 */
+} mact_tensor_view;
+
+/* After mact_predict: an intermediate tensor for dumps ("pixel_values", "image_embeds", "keys", "values",
+ * "noise", "actions_norm", "input_ids" as float). Valid until the next call on s. MACT_ERR_INPUT for an
+ * unknown name or before the first successful mact_predict. */
+MACT_API mact_status mact_session_tensor(const mact_session *s, const char *name, mact_tensor_view *view);
+
+/* Token ids of UTF-8 text with the model's tokenizer (no BOS, specials matched). Writes up to cap ids and sets
+ * *n to the full count; ids may be NULL with cap 0 to query the count. MACT_ERR_INPUT when they do not fit
+ * (*n still says how many are needed) or the text is not valid UTF-8; MACT_ERR_IO without tokenizer.json. */
+MACT_API mact_status mact_tokenize(const mact_model *m, const char *text, int64_t *ids, size_t cap, size_t *n,
+                                   char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

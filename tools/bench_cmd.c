@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "kernels/kernels.h"
 #include "mact.h"
+#include "mact_stages.h"
 #include "model/session.h"
 #include "dev/synth.h"
 
@@ -228,7 +229,8 @@ static int bench_usage(FILE *f)
 int cmd_bench(int argc, char **argv)
 {
     const char *model = NULL, *preset = "libero", *pack_cache = getenv("MACT_PACK_CACHE");
-    int threads = 0, iters = 5, precision = MACT_PRECISION_BF16, pack = 1;
+    int threads = 0, iters = 5, pack = 1;
+    mact_precision precision = MACT_PRECISION_BF16;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -237,8 +239,10 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
         else if (!strcmp(a, "--iters") && more) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--precision") && more) {
-            precision = mact_precision_parse(argv[++i]);
-            if (precision < 0) { fprintf(stderr, "mact bench: --precision must be fp32, bf16 or int8\n"); return 2; }
+            if (mact_precision_parse(argv[++i], &precision) || precision == MACT_PRECISION_DEFAULT) {
+                fprintf(stderr, "mact bench: --precision must be fp32, bf16 or int8\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--no-pack")) pack = 0;
         else if (!strcmp(a, "--pack-cache") && more) pack_cache = argv[++i];
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }

@@ -52,7 +52,9 @@ static int cmd_parity(int argc, char **argv)
         else if (!strcmp(a, "--max-tokens") && more) o.max_tokens = atoi(argv[++i]);
         else if (!strcmp(a, "--tol-informational")) o.tol_informational = 1;
         else if (!strcmp(a, "--precision") && more) {
-            if ((o.precision = mact_precision_parse(argv[++i])) < 0) return usage(stderr);
+            mact_precision p;
+            if (mact_precision_parse(argv[++i], &p)) return usage(stderr);
+            o.precision = p;
         }
         else if (a[0] != '-' && !golden) golden = a;
         else return usage(stderr);

@@ -50,13 +50,11 @@ static int load_frame(const char *path, mact_image *img, char *err, size_t el)
 
 static int dump_tensor(const mact_session *s, const char *dir, const char *name, char *err, size_t el)
 {
-    const float *d;
-    int64_t shape[4];
-    int nd;
-    if (mact_session_tensor(s, name, &d, shape, &nd)) return 0;
+    mact_tensor_view v;
+    if (mact_session_tensor(s, name, &v)) return 0;
     mact_array a = {0};
-    if (mact_array_alloc(&a, name, MACT_F32, nd, shape, err, el)) return -1;
-    memcpy(a.data, d, a.nbytes);
+    if (mact_array_alloc(&a, name, MACT_F32, v.ndim, v.shape, err, el)) return -1;
+    memcpy(a.data, v.data, a.nbytes);
     char p[4200];
     snprintf(p, sizeof p, "%s/%s.npy", dir, name);
     int rc = mact_npy_write(p, &a, err, el);
@@ -67,7 +65,8 @@ static int dump_tensor(const mact_session *s, const char *dir, const char *name,
 typedef struct {
     const char *model, *task, *state, *norm_tag, *noise, *dump;
     const char *images[MAX_CAMS];
-    int n_images, steps, json, threads, n_action_steps, has_seed, precision;
+    int n_images, steps, json, threads, n_action_steps, has_seed;
+    mact_precision precision;
     const char *pack_cache;
     uint64_t seed;
 } run_args;
@@ -86,8 +85,11 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     mact_model_get_info(m, &mi);
     mact_session_options so = {.n_threads = a->threads, .max_images = a->n_images > 4 ? a->n_images : 4};
     if (mact_session_new(m, &so, &s, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); goto out; }
-    mact_predict_options po = {.norm_tag = a->norm_tag, .num_steps = a->steps, .seed = a->seed,
-                               .n_action_steps = a->n_action_steps};
+    mact_predict_input in = {.frames = frames, .n_frames = (size_t)a->n_images, .task = a->task, .state = state,
+                             .state_dim = (size_t)ns};
+    mact_predict_options *po = &in.options;
+    *po = (mact_predict_options){.norm_tag = a->norm_tag, .num_steps = a->steps, .seed = a->seed,
+                                 .n_action_steps = a->n_action_steps};
     if (a->noise) {
         mact_array na = {0};
         size_t cnt;
@@ -101,16 +103,19 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
             fprintf(stderr, "mact: --noise: %zu values is not a whole number of %d-wide rows\n", cnt, mi.max_action_dim);
             goto out;
         }
-        po.noise = noise;
-        po.noise_len = (int)cnt;
+        po->noise = noise;
+        po->noise_len = cnt;
     }
-    int cap = mi.max_action_horizon * mi.max_action_dim, steps = 0, adim = 0;
-    actions = malloc((size_t)cap * sizeof(float));
-    mact_timings t;
-    if (mact_predict(s, frames, a->n_images, a->task, state, ns, &po, actions, cap, &steps, &adim, &t)) {
+    size_t cap = (size_t)mi.max_action_horizon * mi.max_action_dim;
+    actions = malloc(cap * sizeof(float));
+    mact_predict_output result = {.actions = actions, .actions_cap = cap};
+    if (!actions) { fprintf(stderr, "mact: out of memory\n"); goto out; }
+    if (mact_predict(s, &in, &result)) {
         fprintf(stderr, "mact: %s\n", mact_session_error(s));
         goto out;
     }
+    const int steps = (int)result.n_steps, adim = (int)result.action_dim;
+    const mact_timings t = result.timings;
     if (a->dump) {
         mkdir(a->dump, 0755);
         const char *names[] = {"pixel_values", "input_ids", "image_embeds", "keys", "values", "noise", "actions_norm"};
@@ -182,7 +187,7 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(k, "--n-action-steps")) a.n_action_steps = atoi(v);
         else if (!strcmp(k, "--pack-cache")) a.pack_cache = v;
         else if (!strcmp(k, "--precision")) {
-            if ((a.precision = mact_precision_parse(v)) < 0) {
+            if (mact_precision_parse(v, &a.precision) || a.precision == MACT_PRECISION_DEFAULT) {
                 fprintf(stderr, "mact run: --precision is fp32, bf16 or int8\n");
                 return 2;
             }
@@ -277,12 +282,14 @@ int cmd_tokenize(int argc, char **argv)
     mact_model *m;
     mact_load_options lo = {.no_pack = 1};  /* tokenizing needs no matmuls */
     if (mact_model_load(model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
-    int cap = (int)strlen(text) * 4 + 16, n = 0;
-    int64_t *ids = malloc((size_t)cap * sizeof *ids);
-    int rc = mact_tokenize(m, text, ids, cap, &n, err, sizeof err);
+    size_t n = 0;
+    int64_t *ids = NULL;
+    mact_status rc = mact_tokenize(m, text, NULL, 0, &n, err, sizeof err);  /* the count first */
+    if (!rc && n && !(ids = malloc(n * sizeof *ids))) rc = MACT_ERR_NOMEM, snprintf(err, sizeof err, "out of memory");
+    if (!rc && n) rc = mact_tokenize(m, text, ids, n, &n, err, sizeof err);
     if (rc) fprintf(stderr, "mact: %s\n", err);
     else {
-        for (int i = 0; i < n; i++) printf("%s%lld", i ? " " : "", (long long)ids[i]);
+        for (size_t i = 0; i < n; i++) printf("%s%lld", i ? " " : "", (long long)ids[i]);
         printf("\n");
     }
     free(ids);

@@ -384,9 +384,11 @@ static void load_optional(struct mact_model *m)
 
 static void describe_tables(struct mact_model *m, struct mact_ctable *ct);
 
-int mact_model_load(const char *dir, const mact_load_options *opt, mact_model **out, char *err, size_t errlen)
+mact_status mact_model_load(const char *dir, const mact_load_options *opt, mact_model **out, char *err, size_t errlen)
 {
+    if (!out) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_model_load: out is NULL");
     *out = NULL;
+    if (!dir) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_model_load: model_dir is NULL");
     struct mact_model *m = calloc(1, sizeof *m);
     if (!m) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
     snprintf(m->dir, sizeof m->dir, "%s", dir);
@@ -481,16 +483,20 @@ void mact_model_free(mact_model *m)
     free(m);
 }
 
-int mact_precision_parse(const char *name)
+const char *mact_version(void) { return MACT_VERSION_STRING; }
+
+mact_status mact_precision_parse(const char *name, mact_precision *out)
 {
-    if (!name) return -1;
-    if (!strcmp(name, "fp32")) return MACT_PRECISION_FP32;
-    if (!strcmp(name, "bf16")) return MACT_PRECISION_BF16;
-    if (!strcmp(name, "int8")) return MACT_PRECISION_INT8;
-    return -1;
+    static const struct { const char *name; mact_precision p; } names[] = {
+        {"default", MACT_PRECISION_DEFAULT}, {"fp32", MACT_PRECISION_FP32}, {"bf16", MACT_PRECISION_BF16},
+        {"int8", MACT_PRECISION_INT8}};
+    if (!name || !out) return MACT_ERR_INPUT;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i].name)) { *out = names[i].p; return MACT_OK; }
+    return MACT_ERR_INPUT;
 }
 
-const char *mact_precision_str(int p)
+const char *mact_precision_str(mact_precision p)
 {
     return p == MACT_PRECISION_DEFAULT ? "default" : p == MACT_PRECISION_FP32 ? "fp32" : p == MACT_PRECISION_BF16 ? "bf16"
            : p == MACT_PRECISION_INT8 ? "int8" : "?";
@@ -515,10 +521,10 @@ void mact_model_get_info(const mact_model *m, mact_model_info *i)
     i->flow_steps = c->flow_steps;
     i->vocab_total = (int)(c->vocab_size + c->additional_vocab_size);
     i->has_sampler = c->use_sampler;
-    i->pooling_mask = c->pooling_mask;
-    i->encoder_mask = c->encoder_mask;
-    i->precision = m->precision;
-    i->pack_cache = m->pack_cache;
+    i->pooling_mask = (mact_pool_mask)c->pooling_mask;
+    i->encoder_mask = (mact_encoder_mask_mode)c->encoder_mask;
+    i->precision = (mact_precision)m->precision;
+    i->pack_cache = (mact_pack_cache_status)m->pack_cache;
     i->kernels = m->ops ? mact_ops_kernels(m->ops) : MACT_KERNELS_REF;
 }
 
@@ -568,8 +574,9 @@ static void describe_tables(struct mact_model *m, struct mact_ctable *ct)
     mact_table_walk(&d.w, count_one);
 }
 
-int mact_model_describe(const mact_model *m, char *buf, size_t bl)
+mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
 {
+    if (!m || !buf || !bl) return MACT_ERR_INPUT;
     const mact_config *c = &m->cfg;
     size_t o = 0;
 #define P(...) do { if (o < bl) o += snprintf(buf + o, bl - o, __VA_ARGS__); } while (0)
@@ -607,5 +614,5 @@ int mact_model_describe(const mact_model *m, char *buf, size_t bl)
     P("dtype mix (bytes): F32 %lld, BF16 %lld, F16 %lld\n", (long long)dtb[MACT_F32], (long long)dtb[MACT_BF16],
       (long long)dtb[MACT_F16]);
 #undef P
-    return 0;
+    return o < bl ? MACT_OK : MACT_ERR_INPUT;  /* o >= bl: snprintf truncated a line */
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "mact.h"
 #include "base/err.h"
+#include "mact_stages.h"
 #include "base/tensor.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"

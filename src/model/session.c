@@ -21,17 +21,24 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 typedef struct { float **dst; int64_t n; } plan_item;
 
-int mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out, char *err,
-                     size_t errlen)
+mact_status mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out, char *err,
+                             size_t errlen)
 {
+    if (!out) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_session_new: out is NULL");
     *out = NULL;
+    if (!m) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_session_new: model is NULL");
     const mact_config *c = &m->cfg;
+    size_t max_images = opt && opt->max_images ? opt->max_images : MACT_DEFAULT_MAX_IMAGES;
+    size_t max_tokens = opt && opt->max_tokens ? opt->max_tokens : MACT_DEFAULT_MAX_TOKENS;
+    if (max_tokens > (size_t)c->max_position_embeddings) max_tokens = (size_t)c->max_position_embeddings;
+    /* the image bound keeps every [max_images, ...] buffer size and the prompt's image tokens in int range */
+    if (max_images > 256)
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "max_images %zu: a session takes at most 256 frames", max_images);
     struct mact_session *s = calloc(1, sizeof *s);
     if (!s) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
     s->m = m;
-    s->max_images = opt && opt->max_images > 0 ? opt->max_images : 4;
-    s->max_tokens = opt && opt->max_tokens > 0 ? opt->max_tokens : 512;
-    if (s->max_tokens > c->max_position_embeddings) s->max_tokens = c->max_position_embeddings;
+    s->max_images = (int)max_images;
+    s->max_tokens = (int)max_tokens;
     /* the session's threads: the caller's pool, or one of its own (more threads than CPUs only lose) */
     mact_threadpool *pool = opt ? opt->threadpool : NULL;
     if (!pool) {

@@ -177,7 +177,8 @@ static int context_all(struct mact_session *s, const float *keys, const float *v
     return 0;
 }
 
-int mact_action_context(mact_session *s, const float *keys, const float *values, int n, float *k_ctx, float *v_ctx)
+mact_status mact_action_context(mact_session *s, const float *keys, const float *values, int n, float *k_ctx,
+                                float *v_ctx)
 {
     mact_session_enter(s);
     if (n < 1 || n > s->max_tokens)
@@ -196,8 +197,8 @@ int mact_action_prepare(struct mact_session *s, const float *keys, const float *
     return rc;
 }
 
-int mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps, const float *k_ctx,
-                     const float *v_ctx, const uint8_t *enc_mask, int n, const uint8_t *is_pad)
+mact_status mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps, const float *k_ctx,
+                             const float *v_ctx, const uint8_t *enc_mask, int n, const uint8_t *is_pad)
 {
     mact_session_enter(s);
     const mact_config *c = &s->m->cfg;
@@ -216,8 +217,8 @@ int mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps
     return 0;
 }
 
-int mact_action_generate(mact_session *s, float *traj, int h, int action_dim, int num_steps, const float *keys,
-                         const float *values, const uint8_t *enc_mask, int n)
+mact_status mact_action_generate(mact_session *s, float *traj, int h, int action_dim, int num_steps,
+                                 const float *keys, const float *values, const uint8_t *enc_mask, int n)
 {
     mact_session_enter(s);
     const mact_config *c = &s->m->cfg;

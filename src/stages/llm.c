@@ -28,7 +28,7 @@ static int check_ids(struct mact_session *s, const int64_t *ids, int n, const ch
     return 0;
 }
 
-int mact_attention_bias(mact_session *s, const int64_t *ids, int n, float *bias)
+mact_status mact_attention_bias(mact_session *s, const int64_t *ids, int n, float *bias)
 {
     mact_session_enter(s);
     int rc = check_ids(s, ids, n, "attention_bias");
@@ -42,7 +42,7 @@ int mact_attention_bias(mact_session *s, const int64_t *ids, int n, float *bias)
     return 0;
 }
 
-int mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_t *mask)
+mact_status mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_t *mask)
 {
     mact_session_enter(s);
     int rc = check_ids(s, ids, n, "encoder_mask");
@@ -61,7 +61,8 @@ int mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_t *mask)
     return 0;
 }
 
-int mact_embed(mact_session *s, const int64_t *ids, int n, const float *image_embeds, int n_image_embeds, float *hidden)
+mact_status mact_embed(mact_session *s, const int64_t *ids, int n, const float *image_embeds, int n_image_embeds,
+                       float *hidden)
 {
     mact_session_enter(s);
     int rc = check_ids(s, ids, n, "embed");
@@ -107,7 +108,8 @@ static void qk_norm(const struct mact_session *s, const mact_config *c, float *x
         mact_rmsnorm(&s->kc, x, x, mact_f32(w), c->eps, n, (int64_t)heads * c->head_dim, ld);
 }
 
-int mact_llm_layers(mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys, float *values)
+mact_status mact_llm_layers(mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys,
+                            float *values)
 {
     return mact_llm_layers_ex(s, hidden, bias, n, a, b, keys, values, 0);
 }

@@ -35,8 +35,8 @@ int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_i
     return 0;
 }
 
-int mact_generate_from_ids(mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
-                           float *traj, int h, int action_dim, int num_steps)
+mact_status mact_generate_from_ids(mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
+                                   float *traj, int h, int action_dim, int num_steps)
 {
     return mact_pipeline_run(s, pixel_values, n_img, ids, n, traj, h, action_dim, num_steps, NULL);
 }

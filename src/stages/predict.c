@@ -29,24 +29,36 @@ static void seed_rng(uint64_t *s, uint64_t seed)
 }
 static double uniform01(uint64_t *s) { return ((next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
-int mact_tokenize(const mact_model *m, const char *text, int64_t *ids, int cap, int *n, char *err, size_t el)
+mact_status mact_tokenize(const mact_model *m, const char *text, int64_t *ids, size_t cap, size_t *n, char *err,
+                          size_t el)
 {
+    if (!m || !text || !n || (!ids && cap))
+        return mact_errf(err, el, MACT_ERR_INPUT, "mact_tokenize: %s is NULL", !m ? "model" : !text ? "text" : !n ? "n"
+                         : "ids (with cap > 0)");
+    *n = 0;
     if (!m->tok) return mact_errf(err, el, MACT_ERR_IO, "no tokenizer: %s", m->tok_err);
-    size_t got = 0;
-    int rc = mact_tokenizer_encode(m->tok, text, strlen(text), ids, (size_t)cap, &got, err, el);
-    *n = (int)got;
-    return rc ? MACT_ERR_INPUT : 0;
+    return (mact_status)mact_tokenizer_encode(m->tok, text, strlen(text), ids, cap, n, err, el);
 }
 
-int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const char *task, const float *state,
-                 int state_dim, const mact_predict_options *opt, float *actions, int actions_cap, int *n_steps,
-                 int *action_dim, mact_timings *tm)
+mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_predict_output *out)
 {
+    if (!s) return MACT_ERR_INPUT;
     mact_session_enter(s);
+    if (!in || !out) return mact_session_fail(s, MACT_ERR_INPUT, "predict: %s is NULL", !in ? "in" : "out");
+    if (!out->actions) return mact_session_fail(s, MACT_ERR_INPUT, "predict: out->actions is NULL");
+    if (in->n_frames < 1 || in->n_frames > (size_t)s->max_images)
+        return mact_session_fail(s, MACT_ERR_INPUT, "%zu camera frames; this session takes 1..%d", in->n_frames,
+                                 s->max_images);
+    if (!in->frames) return mact_session_fail(s, MACT_ERR_INPUT, "predict: frames is NULL");
+    const mact_frame *frames = in->frames;
+    const int n_frames = (int)in->n_frames;
+    const char *task = in->task;
+    const float *state = in->state;
+    const size_t actions_cap = out->actions_cap;
+    float *actions = out->actions;
     const struct mact_model *m = s->m;
     const mact_config *c = &m->cfg;
-    mact_predict_options o = {0};
-    if (opt) o = *opt;
+    const mact_predict_options o = in->options;
     mact_timings t = {0};
     double t0 = mact_now_ms();
     char err[768];
@@ -54,11 +66,10 @@ int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const 
     if (!m->ns) return mact_session_fail(s, MACT_ERR_IO, "predict needs norm_stats.json: %s", m->ns_err);
     const mact_norm_tag *tag = mact_norm_find_tag(m->ns, o.norm_tag, err, sizeof err);
     if (!tag) return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
-    if (n_frames < 1 || n_frames > s->max_images)
-        return mact_session_fail(s, MACT_ERR_INPUT, "%d camera frames; this session takes 1..%d", n_frames, s->max_images);
-    if (!state || state_dim != tag->state.dim)
-        return mact_session_fail(s, MACT_ERR_INPUT, "state has %d values but norm tag \"%s\" expects %d", state_dim,
-                                 tag->name, tag->state.dim);
+    if (!state || in->state_dim != (size_t)tag->state.dim)
+        return mact_session_fail(s, MACT_ERR_INPUT, "state has %zu values but norm tag \"%s\" expects %d",
+                                 state ? in->state_dim : 0, tag->name, tag->state.dim);
+    const int state_dim = tag->state.dim;
     for (int i = 0; i < state_dim; i++)
         if (!isfinite(state[i]))
             return mact_session_fail(s, MACT_ERR_INPUT, "state[%d] is %g: state must be finite", i, (double)state[i]);
@@ -74,12 +85,14 @@ int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const 
     int steps_out = o.n_action_steps ? o.n_action_steps : tag->n_action_steps ? tag->n_action_steps : H;
     if (steps_out < 1 || steps_out > H)
         return mact_session_fail(s, MACT_ERR_INPUT, "n_action_steps %d is outside 1..%d (the horizon)", steps_out, H);
-    if ((int64_t)steps_out * adim > actions_cap)
-        return mact_session_fail(s, MACT_ERR_INPUT, "actions buffer holds %d floats; %d x %d needed", actions_cap,
+    if ((size_t)steps_out * (size_t)adim > actions_cap)
+        return mact_session_fail(s, MACT_ERR_INPUT, "actions buffer holds %zu floats; %d x %d needed", actions_cap,
                                  steps_out, adim);
     int steps = o.num_steps ? o.num_steps : c->flow_steps;
-    if (o.noise && o.noise_len != H * A)
-        return mact_session_fail(s, MACT_ERR_INPUT, "noise has %d values; the tag's horizon %d x max_action_dim %d "
+    if (steps < 1)
+        return mact_session_fail(s, MACT_ERR_INPUT, "num_steps %d: flow steps must be >= 1 (0: the config's)", steps);
+    if (o.noise && o.noise_len != (size_t)H * A)
+        return mact_session_fail(s, MACT_ERR_INPUT, "noise has %zu values; the tag's horizon %d x max_action_dim %d "
                                  "needs %d", o.noise_len, H, A, H * A);
     if (o.noise && (mact_check_finite(s, o.noise, (int64_t)H * A, "noise"))) return MACT_ERR_INPUT;
 
@@ -169,15 +182,21 @@ int mact_predict(mact_session *s, const mact_frame *frames, int n_frames, const 
     t.total_ms = mact_now_ms() - t0;
     t.n_tokens = n;
     t.horizon = H;
-    if (n_steps) *n_steps = steps_out;
-    if (action_dim) *action_dim = adim;
-    if (tm) *tm = t;
-    return 0;
+    out->n_steps = (size_t)steps_out;
+    out->action_dim = (size_t)adim;
+    out->timings = t;
+    return MACT_OK;
 }
 
-int mact_session_tensor(const mact_session *s, const char *name, const float **data, int64_t shape[4], int *ndim)
+mact_status mact_session_tensor(const mact_session *s, const char *name, mact_tensor_view *view)
 {
+    if (!s || !name || !view) return MACT_ERR_INPUT;
     const mact_config *c = &s->m->cfg;
+    const float **data = &view->data;
+    int64_t *shape = view->shape;
+    int *ndim = &view->ndim;
+    *data = NULL;
+    *ndim = 0;
     const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, N = s->last_tokens;
     const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     memset(shape, 0, 4 * sizeof *shape);
@@ -193,5 +212,5 @@ int mact_session_tensor(const mact_session *s, const char *name, const float **d
     } else if (!strcmp(name, "input_ids")) {
         *data = s->ids_f; *ndim = 1; shape[0] = N;
     } else return MACT_ERR_INPUT;
-    return 0;
+    return MACT_OK;
 }

@@ -145,7 +145,7 @@ static void sample_tokens(struct mact_session *s, const float *feat, float *out)
     }
 }
 
-int mact_vision(mact_session *s, const float *pixel_values, int n_img, float *image_embeds)
+mact_status mact_vision(mact_session *s, const float *pixel_values, int n_img, float *image_embeds)
 {
     mact_session_enter(s);
     const mact_config *c = &s->m->cfg;

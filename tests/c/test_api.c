@@ -1,11 +1,13 @@
 /* tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm */
 /* Public API on a generated tiny checkpoint (MACT_TEST_MODEL, made by tests/run.sh): bad input at every
- * stage is a clear MACT_ERR_INPUT naming the problem, never a crash; a session is reusable after one. */
+ * stage is a clear MACT_ERR_INPUT naming the problem, never a crash; a session is reusable after one; the
+ * header's stated defaults and contracts (version, precision names, session defaults, NULL arguments). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "th.h"
 #include "mact.h"
+#include "mact_stages.h"
 
 static mact_session *S;
 
@@ -28,6 +30,103 @@ int main(void)
     TH_CHECK("api_load_missing_dir", rc == MACT_ERR_IO && strstr(err, "config.json"), "rc=%d %s", rc, err);
     mact_model_info mi;
     mact_model_get_info(m, &mi);
+
+    TH_CHECK("api_version", !strcmp(mact_version(), MACT_VERSION_STRING), "library %s, header %s", mact_version(),
+             MACT_VERSION_STRING);
+    mact_precision pr = MACT_PRECISION_INT8;
+    rc = mact_precision_parse("fp16", &pr);
+    TH_CHECK("api_precision_parse_unknown", rc == MACT_ERR_INPUT && pr == MACT_PRECISION_INT8, "rc=%d p=%d", rc, pr);
+    int names_ok = 1;
+    for (mact_precision p = MACT_PRECISION_DEFAULT; p <= MACT_PRECISION_INT8; p++) {
+        mact_precision q = (mact_precision)-7;
+        if (mact_precision_parse(mact_precision_str(p), &q) != MACT_OK || q != p) names_ok = 0;
+    }
+    TH_CHECK("api_precision_roundtrip", names_ok && !strcmp(mact_precision_str((mact_precision)42), "?"),
+             "parse(str(p)) != p");
+    TH_CHECK("api_precision_parse_null", mact_precision_parse(NULL, &pr) == MACT_ERR_INPUT, "NULL name accepted");
+    TH_CHECK("api_info_resolved", mi.precision == MACT_PRECISION_BF16 && mi.pooling_mask != MACT_POOL_FROM_CONFIG &&
+             mi.encoder_mask != MACT_ENC_FROM_CONFIG, "precision %d pooling %d encoder %d", mi.precision,
+             mi.pooling_mask, mi.encoder_mask);
+    char small[16];
+    rc = mact_model_describe(m, small, sizeof small);
+    TH_CHECK("api_describe_truncated", rc == MACT_ERR_INPUT && strlen(small) == sizeof small - 1, "rc=%d", rc);
+    static char big[1 << 16];
+    rc = mact_model_describe(m, big, sizeof big);
+    TH_CHECK("api_describe_ok", rc == MACT_OK && strstr(big, "action expert"), "rc=%d", rc);
+    rc = mact_model_load(dir, NULL, NULL, err, sizeof err);
+    TH_CHECK("api_load_null_out", rc == MACT_ERR_INPUT, "rc=%d", rc);
+    rc = mact_session_new(m, NULL, NULL, err, sizeof err);
+    TH_CHECK("api_session_null_out", rc == MACT_ERR_INPUT, "rc=%d", rc);
+    /* tests/run.sh's checkpoint has a tokenizer.json when `mact synth` wrote it (the fast tier), none when
+     * tests/reference/gen_checkpoint.py did */
+    size_t nt = 99;
+    rc = mact_tokenize(m, "hello world, pick up the cube", NULL, 0, &nt, err, sizeof err);
+    const int has_tok = rc != MACT_ERR_IO;
+    if (!has_tok) {
+        TH_CHECK("api_tokenize_no_tokenizer", nt == 0 && strstr(err, "tokenizer"), "n=%zu %s", nt, err);
+    } else {  /* the query form needs no buffer; a short buffer is an error that still says the count */
+        TH_CHECK("api_tokenize_count", rc == MACT_OK && nt > 2, "rc=%d n=%zu %s", rc, nt, err);
+        int64_t tid[64], tid2[64];
+        size_t n1 = 0, n2 = 0;
+        rc = mact_tokenize(m, "hello world, pick up the cube", tid, 64, &n1, err, sizeof err);
+        int rc2 = mact_tokenize(m, "hello world, pick up the cube", tid2, 2, &n2, err, sizeof err);
+        TH_CHECK("api_tokenize_fill", rc == MACT_OK && n1 == nt, "rc=%d n=%zu of %zu", rc, n1, nt);
+        TH_CHECK("api_tokenize_short_buffer", rc2 == MACT_ERR_INPUT && n2 == nt && tid2[0] == tid[0] &&
+                 tid2[1] == tid[1], "rc=%d n=%zu (wanted %zu)", rc2, n2, nt);
+    }
+    rc = mact_tokenize(m, "hello", NULL, 4, &nt, err, sizeof err);
+    TH_CHECK("api_tokenize_null_ids", rc == MACT_ERR_INPUT, "rc=%d", rc);
+    {   /* the default session: MACT_DEFAULT_MAX_TOKENS tokens and MACT_DEFAULT_MAX_IMAGES frames, no more */
+        mact_session *d = NULL;
+        rc = mact_session_new(m, NULL, &d, err, sizeof err);
+        TH_CHECK("api_session_defaults_new", rc == 0, "%s", err);
+        if (!rc) {
+            const int N = MACT_DEFAULT_MAX_TOKENS;
+            int64_t *did = calloc(N + 1, sizeof *did);
+            float *db = malloc((size_t)(N + 1) * (N + 1) * sizeof *db);
+            for (int i = 0; i <= N; i++) did[i] = 1 + i % 50;
+            rc = mact_attention_bias(d, did, N, db);
+            int rc2 = mact_attention_bias(d, did, N + 1, db);
+            TH_CHECK("api_session_default_max_tokens", rc == 0 && rc2 == MACT_ERR_INPUT &&
+                     strstr(mact_session_error(d), "1..512"), "rc=%d rc2=%d %s", rc, rc2, mact_session_error(d));
+            size_t np = (size_t)mi.n_patches * mi.patch_dim;
+            float *dp = calloc((MACT_DEFAULT_MAX_IMAGES + 1) * np, sizeof *dp);
+            float *de = malloc((size_t)(MACT_DEFAULT_MAX_IMAGES + 1) * mi.tokens_per_image * mi.d_model * sizeof *de);
+            rc = mact_vision(d, dp, MACT_DEFAULT_MAX_IMAGES + 1, de);
+            TH_CHECK("api_session_default_max_images", rc == MACT_ERR_INPUT && strstr(mact_session_error(d), "1..4"),
+                     "rc=%d %s", rc, mact_session_error(d));
+            mact_frame fr = {.rgb = (const uint8_t *)dp, .height = 8, .width = 8};
+            float act[4];
+            mact_predict_input in = {.frames = &fr, .n_frames = 1, .task = "x", .state = act, .state_dim = 1};
+            mact_predict_output po = {.actions = act, .actions_cap = 4};
+            TH_CHECK("api_predict_null_in", mact_predict(d, NULL, &po) == MACT_ERR_INPUT, "%s", mact_session_error(d));
+            TH_CHECK("api_predict_null_out", mact_predict(d, &in, NULL) == MACT_ERR_INPUT, "%s", mact_session_error(d));
+            rc = mact_predict(d, &in, &po);
+            if (!has_tok)
+                TH_CHECK("api_predict_no_tokenizer", rc == MACT_ERR_IO && strstr(mact_session_error(d), "tokenizer"),
+                         "rc=%d %s", rc, mact_session_error(d));
+            else
+                TH_CHECK("api_predict_state_dim", rc == MACT_ERR_INPUT && strstr(mact_session_error(d), "state has 1 "),
+                         "rc=%d %s", rc, mact_session_error(d));
+            in.n_frames = MACT_DEFAULT_MAX_IMAGES + 1;
+            rc = mact_predict(d, &in, &po);
+            TH_CHECK("api_predict_too_many_frames", rc == MACT_ERR_INPUT && strstr(mact_session_error(d), "1..4"),
+                     "rc=%d %s", rc, mact_session_error(d));
+            mact_tensor_view tv = {0};
+            TH_CHECK("api_tensor_before_predict", mact_session_tensor(d, "keys", &tv) == MACT_ERR_INPUT && !tv.data,
+                     "a view before any predict");
+            free(did); free(db); free(dp); free(de);
+        }
+        mact_session_free(d);
+    }
+    {
+        mact_session *d = NULL;
+        mact_session_options big_opt = {.max_images = 100000};
+        rc = mact_session_new(m, &big_opt, &d, err, sizeof err);
+        TH_CHECK("api_session_absurd_max_images", rc == MACT_ERR_INPUT && !d && strstr(err, "max_images"), "rc=%d %s",
+                 rc, err);
+    }
+
     mact_session_options so = {.max_tokens = 128, .max_images = 2};
     rc = mact_session_new(m, &so, &S, err, sizeof err);
     TH_CHECK("api_session", rc == 0, "%s", err);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 #include "mact.h"
+#include "mact_stages.h"
 #include "model/session.h"
 #include "th.h"
 

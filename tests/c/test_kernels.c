@@ -37,6 +37,7 @@
 #include "mact.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "mact_stages.h"
 #include "kernels/threadpool.h"
 #include "model/model.h"
 #if MACT_X86
