@@ -17,6 +17,9 @@
 #ifdef _OPENMP
 #endif
 #include "model/model.h"
+#include "model/table.h"
+#include "base/rng.h"
+#include "dev/synth_internal.h"
 #include "kernels/threadpool.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -82,80 +85,18 @@ const char *mact_synth_dtype_name(int m)
     return m == MACT_SYNTH_MIXED ? "mixed" : m == MACT_SYNTH_F32 ? "f32" : m == MACT_SYNTH_BF16 ? "bf16" : "?";
 }
 
-/* Special ids of the token layout in synth.h. */
-typedef struct {
-    int64_t V, P;   /* vocab_size; first added token */
-    int64_t endoftext, im_start, im_end, setup_start, setup_end, control_start, control_end, state_start,
-        state_end, action_start, action_end, action_output, state0;
-} token_ids;
-
-static const char *ROBOT_TOKENS[9] = {"<setup_start>", "<setup_end>", "<control_start>", "<control_end>",
-                                      "<state_start>", "<state_end>", "<action_start>", "<action_end>",
-                                      "<action_output>"};
-static const char *IMAGE_TOKENS[9] = {"<im_start>", "<im_end>", "<im_patch>", "<im_col>", "<low_res_im_start>",
-                                      "<|image|>", "<im_low>", "<frame_start>", "<frame_end>"};
-
-static token_ids layout_ids(const preset *p)
-{
-    token_ids t;
-    t.V = p->vocab;
-    t.P = p->vocab - 12 - p->num_state_tokens;
-    t.endoftext = t.P;
-    t.im_start = t.P + 1;
-    t.im_end = t.P + 2;
-    t.setup_start = t.P + 3;
-    t.setup_end = t.P + 4;
-    t.control_start = t.P + 5;
-    t.control_end = t.P + 6;
-    t.state_start = t.P + 7;
-    t.state_end = t.P + 8;
-    t.action_start = t.P + 9;
-    t.action_end = t.P + 10;
-    t.action_output = t.P + 11;
-    t.state0 = t.P + 12;
-    return t;
-}
+static token_ids layout_ids(const preset *p) { return mact_synth_layout_ids(p->vocab, p->num_state_tokens); }
 
 /* ------------------------------------------------------------------------------------------------
  * random numbers: splitmix64 seeding, xoshiro256** streams, one stream per 64K-element block so the
  * values do not depend on the thread count */
 
-static inline uint64_t mix64(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#define mix64 mact_splitmix64
+typedef mact_rng xoshiro;
+#define xo_next mact_rng_next
+#define xo_seed mact_rng_seed
 
-typedef struct { uint64_t s[4]; } xoshiro;
-
-static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static inline uint64_t xo_next(xoshiro *r)
-{
-    uint64_t *s = r->s;
-    const uint64_t res = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return res;
-}
-
-static void xo_seed(xoshiro *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) r->s[i] = seed = mix64(seed);
-}
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
+static uint64_t fnv1a(const char *s) { return mact_fnv1a(MACT_FNV_BASIS, s, strlen(s)); }
 
 /* approximately N(0,1): the sum of four 16-bit uniforms (Irwin-Hall, |z| < 3.47), one 64-bit draw.
  * Centred half a step off zero so no value is exactly 0 (mean bias 1.3e-5). */
@@ -166,21 +107,15 @@ static inline float approx_normal(uint64_t x)
     return ((float)s - 131069.5f) * (1.0f / 37837.227f);
 }
 
-static inline uint16_t f32_to_bf16(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    b += 0x7FFFu + ((b >> 16) & 1u);  /* round to nearest even; values here are finite */
-    return (uint16_t)(b >> 16);
-}
+#define f32_to_bf16 mact_f32_to_bf16
 
 /* simple seeded stream for the small JSON files */
 typedef struct { xoshiro x; } rng;
-static double rng_u(rng *r) { return (double)(xo_next(&r->x) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_u(rng *r) { return mact_rng_uniform(&r->x); }
 static double rng_range(rng *r, double lo, double hi) { return lo + (hi - lo) * rng_u(r); }
 
 /* ------------------------------------------------------------------------------------------------
- * the tensor list (same names and shapes as walk_tensors in model.c) */
+ * the tensor list: the model's tensor table (model/table.h) */
 
 enum { K_NORMAL = 0, K_NORM1 };  /* scale * N(0,1); 1 + U(-0.3, 0.3) */
 
@@ -228,105 +163,75 @@ static void add_t(tlist *L, const char *name, int nd, int64_t a, int64_t b, int 
 
 #define BIAS_SCALE 0.02f
 
-static void add_lin(tlist *L, const char *prefix, int64_t out, int64_t in, int bias, int big)
+static cJSON *make_config(const preset *p, int mode);
+
+static int ends(const char *s, const char *suffix)
 {
-    char n[160];
-    snprintf(n, sizeof n, "%s.weight", prefix);
-    add_t(L, n, 2, out, in, big, K_NORMAL, 1.0f / sqrtf((float)in));
-    if (bias) {
-        snprintf(n, sizeof n, "%s.bias", prefix);
-        add_t(L, n, 1, out, 0, 0, K_NORMAL, BIAS_SCALE);
-    }
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
 }
 
-static void add_vec(tlist *L, const char *name, int64_t n, int kind, float scale)
+typedef struct {
+    tlist *L;
+    int no_lm_head;
+} table_ctx;
+
+/* one entry of the model's tensor table (model/table.c): random values of the kind its role implies */
+static int add_from_table(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape)
 {
-    add_t(L, name, 1, n, 0, 0, kind, scale);
+    (void)t, (void)flags;
+    table_ctx *c = w->wctx;
+    if (c->no_lm_head && !strcmp(name, "lm_head.weight")) return 0;
+    /* the VLM's matrices are the big ones LeRobot stores BF16; the sampler and the action expert stay F32 */
+    const int big = !strncmp(name, "model.vision_backbone.image_", 28) || !strncmp(name, "model.transformer.", 18) ||
+                    !strncmp(name, "lm_head.", 8);
+    if (nd == 1) {
+        if (ends(name, "norm.weight") || ends(name, "ln_f.weight")) add_t(c->L, name, 1, shape[0], 0, 0, K_NORM1, 0);
+        /* a wide bias spreads the K sample points over the grid (borders included) */
+        else add_t(c->L, name, 1, shape[0], 0, 0, K_NORMAL, ends(name, "scout_mlp.2.bias") ? 1.5f : BIAS_SCALE);
+        return 0;
+    }
+    const float scale = ends(name, "positional_embedding") ? 0.5f
+                        : strstr(name, ".wte.")            ? 1.0f
+                                                           : 1.0f / sqrtf((float)shape[1]);
+    add_t(c->L, name, 2, shape[0], shape[1], big, K_NORMAL, scale);
+    return 0;
 }
 
-static void build_tensors(const preset *p, int no_lm_head, tlist *L)
+/* the checkpoint's tensors: the model's own table walked over the preset's config, so synth writes exactly
+ * what the loader binds */
+static int build_tensors(const preset *p, int mode, int no_lm_head, tlist *L, char *err, size_t errlen)
 {
-    char n[160];
-    const char *V = "model.vision_backbone.";
-    int64_t vh = p->vit_hidden, vqd = (int64_t)p->vit_heads * p->vit_head_dim;
-#define NM(...) (snprintf(n, sizeof n, __VA_ARGS__), n)
-    add_lin(L, NM("%simage_vit.patch_embedding", V), vh, 14 * 14 * 3, 1, 1);
-    add_t(L, NM("%simage_vit.positional_embedding", V), 2, 27 * 27, vh, 1, K_NORMAL, 0.5f);
-    for (int j = 0; j < p->vit_layers; j++) {
-        char B[128];
-        snprintf(B, sizeof B, "%simage_vit.transformer.resblocks.%d.", V, j);
-        add_vec(L, NM("%sattention_norm.weight", B), vh, K_NORM1, 0);
-        add_vec(L, NM("%sattention_norm.bias", B), vh, K_NORMAL, BIAS_SCALE);
-        add_lin(L, NM("%sattention.wq", B), vqd, vh, 1, 1);
-        add_lin(L, NM("%sattention.wk", B), vqd, vh, 1, 1);
-        add_lin(L, NM("%sattention.wv", B), vqd, vh, 1, 1);
-        add_lin(L, NM("%sattention.wo", B), vh, vqd, 1, 1);
-        add_vec(L, NM("%sffn_norm.weight", B), vh, K_NORM1, 0);
-        add_vec(L, NM("%sffn_norm.bias", B), vh, K_NORMAL, BIAS_SCALE);
-        add_lin(L, NM("%sfeed_forward.w1", B), p->vit_inter, vh, 1, 1);
-        add_lin(L, NM("%sfeed_forward.w2", B), vh, p->vit_inter, 1, 1);
-    }
-    int64_t pin = (int64_t)p->n_taps * vh, pq = (int64_t)p->pool_heads * p->pool_head_dim;
-    add_lin(L, NM("%simage_pooling_2d.wq", V), pq, pin, 1, 1);
-    add_lin(L, NM("%simage_pooling_2d.wk", V), pq, pin, 1, 1);
-    add_lin(L, NM("%simage_pooling_2d.wv", V), pq, pin, 1, 1);
-    add_lin(L, NM("%simage_pooling_2d.wo", V), p->pool_hidden, pq, 1, 1);
-    add_lin(L, NM("%simage_projector.w1", V), p->proj_inter, p->pool_hidden, 0, 1);
-    add_lin(L, NM("%simage_projector.w3", V), p->proj_inter, p->pool_hidden, 0, 1);
-    add_lin(L, NM("%simage_projector.w2", V), p->d_model, p->proj_inter, 0, 1);
-    /* grid token sampler after the projector: C = LLM width (spec 7.1) */
-    int64_t C = p->d_model;
-    add_lin(L, NM("%stoken_sampler.scout_mlp.0", V), p->scout_hidden, C, 1, 0);
-    add_t(L, NM("%stoken_sampler.scout_mlp.2.weight", V), 2, 2 * p->sampler_k, p->scout_hidden, 0, K_NORMAL,
-          1.0f / sqrtf((float)p->scout_hidden));
-    /* a wide bias spreads the K sample points over the grid (borders included) */
-    add_vec(L, NM("%stoken_sampler.scout_mlp.2.bias", V), 2 * p->sampler_k, K_NORMAL, 1.5f);
-    add_lin(L, NM("%stoken_sampler.coord_encoder.0", V), p->coord_hidden, 2, 1, 0);
-    add_lin(L, NM("%stoken_sampler.coord_encoder.2", V), C, p->coord_hidden, 1, 0);
-    /* LLM */
-    const char *T = "model.transformer.";
-    int64_t D = p->d_model, hd = p->head_dim, qd = (int64_t)p->n_heads * hd, kvd = (int64_t)p->n_kv * hd;
-    add_t(L, NM("%swte.embedding", T), 2, p->vocab, D, 1, K_NORMAL, 1.0f);
-    add_t(L, NM("%swte.new_embedding", T), 2, p->add_vocab, D, 1, K_NORMAL, 1.0f);
-    for (int i = 0; i < p->n_layers; i++) {
-        char B[128];
-        snprintf(B, sizeof B, "%sblocks.%d.", T, i);
-        add_vec(L, NM("%sattn_norm.weight", B), D, K_NORM1, 0);
-        add_lin(L, NM("%sself_attn.att_proj", B), qd + 2 * kvd, D, 0, 1);
-        add_vec(L, NM("%sself_attn.q_norm.weight", B), hd, K_NORM1, 0);   /* qk_norm_type qwen3 */
-        add_vec(L, NM("%sself_attn.k_norm.weight", B), hd, K_NORM1, 0);
-        add_lin(L, NM("%sself_attn.attn_out", B), D, qd, 0, 1);
-        add_vec(L, NM("%sff_norm.weight", B), D, K_NORM1, 0);
-        add_lin(L, NM("%smlp.ff_proj", B), 2 * (int64_t)p->ff_inter, D, 0, 1);
-        add_lin(L, NM("%smlp.ff_out", B), D, p->ff_inter, 0, 1);
-    }
-    add_vec(L, NM("%sln_f.weight", T), D, K_NORM1, 0);
-    if (!no_lm_head) add_lin(L, "lm_head", p->vocab, D, 0, 1);
-    /* action expert: every Linear has a bias except context_k/v_proj (docs/design.md) */
-    const char *A = "model.action_expert.";
-    int64_t E = p->ae_hidden, AD = 32;
-    int inner = (int)(p->ae_hidden * p->mlp_ratio);
-    int64_t ae_inter = (inner + p->ffn_multiple_of - 1) / p->ffn_multiple_of * p->ffn_multiple_of;
-    add_lin(L, NM("%stime_embed.1", A), E, p->t_dim, 1, 0);
-    add_lin(L, NM("%stime_embed.3", A), E, E, 1, 0);
-    add_lin(L, NM("%saction_embed", A), E, AD, 1, 0);
-    add_lin(L, NM("%scontext_k_proj", A), E, kvd, 0, 0);
-    add_lin(L, NM("%scontext_v_proj", A), E, kvd, 0, 0);
-    for (int i = 0; i < p->n_layers; i++) {
-        char B[128];
-        snprintf(B, sizeof B, "%sblocks.%d.", A, i);
-        add_lin(L, NM("%sself_attn.qkv", B), 3 * E, E, 1, 0);
-        add_lin(L, NM("%sself_attn.out_proj", B), E, E, 1, 0);
-        add_lin(L, NM("%scross_attn.q_proj", B), E, E, 1, 0);
-        add_lin(L, NM("%scross_attn.out_proj", B), E, E, 1, 0);
-        add_lin(L, NM("%smlp.gate_proj", B), ae_inter, E, 1, 0);
-        add_lin(L, NM("%smlp.up_proj", B), ae_inter, E, 1, 0);
-        add_lin(L, NM("%smlp.down_proj", B), E, ae_inter, 1, 0);
-        add_lin(L, NM("%smodulation.linear", B), 9 * E, E, 1, 0);
-    }
-    add_lin(L, NM("%sfinal_layer.modulation.linear", A), 2 * E, E, 1, 0);
-    add_lin(L, NM("%sfinal_layer.linear", A), AD, E, 1, 0);
-#undef NM
+    cJSON *j = make_config(p, mode);
+    char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!txt) return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory (config)");
+    struct mact_model m;
+    memset(&m, 0, sizeof m);
+    int rc = mact_config_parse(txt, &m.cfg, err, errlen);
+    free(txt);
+    if (rc) return rc;
+    mact_config *c = &m.cfg;
+    /* the sampler's geometry comes from its tensors at load; here from the preset (after the projector) */
+    c->use_sampler = 1;
+    c->sampler_k = p->sampler_k;
+    c->sampler_c = p->d_model;
+    c->sampler_hidden = p->scout_hidden;
+    c->coord_hidden = p->coord_hidden;
+    c->sampler_after_projector = 1;
+    m.vis.blocks = calloc((size_t)c->vit_layers, sizeof *m.vis.blocks);
+    m.llm.blocks = calloc((size_t)c->n_layers, sizeof *m.llm.blocks);
+    m.ae.blocks = calloc((size_t)c->ae_layers, sizeof *m.ae.blocks);
+    if (m.vis.blocks && m.llm.blocks && m.ae.blocks) {
+        table_ctx tc = {L, no_lm_head};
+        walk_ctx w = {.m = &m, .wctx = &tc};
+        rc = mact_table_walk(&w, add_from_table);
+    } else rc = mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory (tensor table)");
+    free(m.vis.blocks);
+    free(m.llm.blocks);
+    free(m.ae.blocks);
+    if (!rc && L->oom) rc = mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory");
+    return rc;
 }
 
 /* safetensors (Rust) writes tensors sorted by dtype, widest first, then by name: F32 before BF16
@@ -855,375 +760,6 @@ static cJSON *make_norm_stats(const preset *p, uint64_t seed)
 }
 
 /* ------------------------------------------------------------------------------------------------
- * tokenizer.json: byte-level BPE (Qwen2 pre-tokenizer) with merges learned from a small corpus */
-
-static const char CORPUS[] =
-    "Image 1 Image 2 The task is to put both the alphabet soup and the tomato sauce in the basket. "
-    "The setup is single franka robotic arm in libero. The current state of the robot is . "
-    "The expected control mode is delta end-effector pose. "
-    "Given these, what action should the robot take to complete the task?\n"
-    "user\nassistant\n"
-    "The task is to pick up the red cube and place it in the box. The setup is single so101 robotic arm. "
-    "The expected control mode is absolute joint position. "
-    "Given these, what action should the robot take to complete the task?\n"
-    "put both the cream cheese box and the butter in the basket\n"
-    "turn on the stove and put the moka pot on it\n"
-    "put the black bowl in the bottom drawer of the cabinet and close it\n"
-    "put the white mug on the left plate and put the yellow and white mug on the right plate\n"
-    "pick up the book and place it in the back compartment of the caddy\n"
-    "put the white mug on the plate and put the chocolate pudding to the right of the plate\n"
-    "put both the alphabet soup and the cream cheese box in the basket\n"
-    "put both moka pots on the stove\n"
-    "put the yellow and white mug in the microwave and close it\n"
-    "pick up the black bowl between the plate and the ramekin and place it on the plate\n"
-    "pick up the black bowl next to the ramekin and place it on the plate\n"
-    "pick up the black bowl from table center and place it on the plate\n"
-    "pick up the black bowl on the cookie box and place it on the plate\n"
-    "pick up the black bowl in the top drawer of the wooden cabinet and place it on the plate\n"
-    "pick up the black bowl on the ramekin and place it on the plate\n"
-    "pick up the black bowl next to the cookie box and place it on the plate\n"
-    "pick up the black bowl on the stove and place it on the plate\n"
-    "pick up the black bowl next to the plate and place it on the plate\n"
-    "pick up the black bowl on the wooden cabinet and place it on the plate\n"
-    "open the middle drawer of the cabinet\n"
-    "put the bowl on the stove\n"
-    "put the wine bottle on top of the cabinet\n"
-    "open the top drawer and put the bowl inside\n"
-    "put the bowl on top of the cabinet\n"
-    "push the plate to the front of the stove\n"
-    "put the cream cheese in the bowl\n"
-    "turn on the stove\n"
-    "put the bowl on the plate\n"
-    "put the wine bottle on the rack\n"
-    "pick up the alphabet soup and place it in the basket\n"
-    "pick up the cream cheese and place it in the basket\n"
-    "pick up the salad dressing and place it in the basket\n"
-    "pick up the bbq sauce and place it in the basket\n"
-    "pick up the ketchup and place it in the basket\n"
-    "pick up the tomato sauce and place it in the basket\n"
-    "pick up the butter and place it in the basket\n"
-    "pick up the milk and place it in the basket\n"
-    "pick up the chocolate pudding and place it in the basket\n"
-    "pick up the orange juice and place it in the basket\n"
-    "grab the green lego block and drop it into the bowl\n"
-    "pick the sponge from the table and put it in the bin\n"
-    "stack the blue cube on top of the yellow cube\n"
-    "move the pen to the left side of the table\n"
-    "fold the towel in half\n"
-    "pick up the screwdriver and hand it over\n"
-    "close the laptop lid slowly\n"
-    "pour the water from the cup into the glass\n"
-    "place the apple next to the banana on the tray\n"
-    "sort the blocks by color: red, green, blue.\n"
-    "Task: pick up 3 markers; put them in the cup!\n"
-    "The robot's gripper is open, it's holding nothing and we'll close it 2 times.\n"
-    "wrist camera, top camera, front camera, shoulder pan, shoulder lift, elbow flex, wrist flex, wrist roll\n";
-
-/* GPT-2 bytes_to_unicode: the id order of the 256 byte tokens (printable bytes first) and each byte's
- * code point. */
-static void byte_table(int order[256], int cp[256])
-{
-    int n = 0, extra = 0, in_bs[256] = {0};
-    for (int b = '!'; b <= '~'; b++) in_bs[b] = 1;
-    for (int b = 0xA1; b <= 0xAC; b++) in_bs[b] = 1;
-    for (int b = 0xAE; b <= 0xFF; b++) in_bs[b] = 1;
-    for (int b = 0; b < 256; b++)
-        if (in_bs[b]) { order[n++] = b; cp[b] = b; }
-    for (int b = 0; b < 256; b++)
-        if (!in_bs[b]) { order[n++] = b; cp[b] = 256 + extra++; }
-}
-
-static size_t utf8_put(char *o, int c)
-{
-    if (c < 0x80) { o[0] = (char)c; return 1; }
-    o[0] = (char)(0xC0 | (c >> 6));
-    o[1] = (char)(0x80 | (c & 0x3F));
-    return 2;  /* byte-level code points are < 0x800 */
-}
-
-/* byte-level (GPT-2 unicode) form of raw bytes; out must hold 2*n+1 */
-static void byte_level(const uint8_t *s, size_t n, const int cp[256], char *out)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) o += utf8_put(out + o, cp[s[i]]);
-    out[o] = 0;
-}
-
-/* ASCII approximation of the Qwen2 pre-tokenizer, only used to cut the corpus into words for merge
- * learning (any merge list whose parts are in the vocab is a valid tokenizer). */
-static size_t next_piece(const char *s, size_t n, size_t i)
-{
-    unsigned char c = (unsigned char)s[i];
-    if (c == '\'' && i + 1 < n) {
-        static const char *suf[] = {"ll", "re", "ve", "s", "t", "m", "d"};
-        for (int k = 0; k < 7; k++) {
-            size_t l = strlen(suf[k]);
-            if (i + 1 + l <= n && !strncasecmp(s + i + 1, suf[k], l)) return i + 1 + l;
-        }
-    }
-    if (isalpha(c) || (c != '\r' && c != '\n' && !isalnum(c) && i + 1 < n && isalpha((unsigned char)s[i + 1]))) {
-        size_t j = isalpha(c) ? i : i + 1;
-        while (j < n && isalpha((unsigned char)s[j])) j++;
-        return j;
-    }
-    if (isdigit(c)) return i + 1;
-    size_t j = i;
-    if (c == ' ' && i + 1 < n && !isspace((unsigned char)s[i + 1]) && !isalnum((unsigned char)s[i + 1])) j++;
-    if (j < n && !isspace((unsigned char)s[j]) && !isalnum((unsigned char)s[j])) {
-        while (j < n && !isspace((unsigned char)s[j]) && !isalnum((unsigned char)s[j])) j++;
-        while (j < n && (s[j] == '\r' || s[j] == '\n')) j++;
-        return j;
-    }
-    j = i;
-    while (j < n && isspace((unsigned char)s[j])) j++;
-    return j > i ? j : i + 1;
-}
-
-typedef struct { int *sym; int len, count; } bpe_word;
-typedef struct { uint8_t *bytes; int len; } bpe_sym;
-
-typedef struct {
-    bpe_sym *sym;        /* [n_sym] raw bytes of each token id */
-    int n_sym;
-    int (*merges)[2];    /* [n_merges] (left id, right id) in rank order */
-    int n_merges;
-} bpe_model;
-
-static void bpe_free(bpe_model *m)
-{
-    if (m->sym)
-        for (int i = 0; i < m->n_sym; i++) free(m->sym[i].bytes);
-    free(m->sym);
-    free(m->merges);
-}
-
-static int cmp_piece(const void *a, const void *b)
-{
-    const char *const *x = a, *const *y = b;
-    return strcmp(*x, *y);
-}
-
-/* Learns up to max_new new tokens from CORPUS. Deterministic. 0 or MACT_ERR_NOMEM. */
-static int bpe_learn(int max_new, const int order[256], bpe_model *m)
-{
-    memset(m, 0, sizeof *m);
-    size_t n = strlen(CORPUS);
-    int cap_sym = 256 + max_new;
-    m->sym = calloc((size_t)cap_sym, sizeof *m->sym);
-    m->merges = malloc((size_t)(max_new > 0 ? max_new : 1) * 4 * sizeof *m->merges);
-    char **pieces = malloc(n * sizeof *pieces);
-    bpe_word *words = calloc(n, sizeof *words);
-    int byte_id[256];
-    int rc = MACT_ERR_NOMEM, n_pieces = 0, n_words = 0, max_merges = max_new * 4;
-    size_t tsize = 1 << 15;
-    uint64_t *tkey = malloc(tsize * sizeof *tkey);
-    int *tcnt = malloc(tsize * sizeof *tcnt);
-    if (!m->sym || !m->merges || !pieces || !words || !tkey || !tcnt) goto out;
-    for (int i = 0; i < 256; i++) {
-        byte_id[order[i]] = i;
-        m->sym[i].bytes = malloc(1);
-        if (!m->sym[i].bytes) goto out;
-        m->sym[i].bytes[0] = (uint8_t)order[i];
-        m->sym[i].len = 1;
-        m->n_sym++;
-    }
-    for (size_t i = 0; i < n;) {
-        size_t j = next_piece(CORPUS, n, i);
-        pieces[n_pieces] = strndup(CORPUS + i, j - i);
-        if (!pieces[n_pieces]) goto out;
-        n_pieces++;
-        i = j;
-    }
-    qsort(pieces, (size_t)n_pieces, sizeof *pieces, cmp_piece);
-    for (int i = 0; i < n_pieces;) {
-        int j = i;
-        while (j < n_pieces && !strcmp(pieces[i], pieces[j])) j++;
-        bpe_word *w = &words[n_words++];
-        w->len = (int)strlen(pieces[i]);
-        w->count = j - i;
-        w->sym = malloc((size_t)w->len * sizeof *w->sym);
-        if (!w->sym) goto out;
-        for (int k = 0; k < w->len; k++) w->sym[k] = byte_id[(uint8_t)pieces[i][k]];
-        i = j;
-    }
-    while (m->n_sym < cap_sym && m->n_merges < max_merges) {
-        /* count adjacent pairs */
-        for (size_t i = 0; i < tsize; i++) tkey[i] = UINT64_MAX;
-        uint64_t best = UINT64_MAX;
-        int best_c = 0;
-        for (int wi = 0; wi < n_words; wi++) {
-            bpe_word *w = &words[wi];
-            for (int k = 0; k + 1 < w->len; k++) {
-                uint64_t key = ((uint64_t)(uint32_t)w->sym[k] << 32) | (uint32_t)w->sym[k + 1];
-                size_t h = mix64(key) & (tsize - 1);
-                while (tkey[h] != UINT64_MAX && tkey[h] != key) h = (h + 1) & (tsize - 1);
-                if (tkey[h] == UINT64_MAX) { tkey[h] = key; tcnt[h] = 0; }
-                tcnt[h] += w->count;
-                if (tcnt[h] > best_c || (tcnt[h] == best_c && key < best)) { best_c = tcnt[h]; best = key; }
-            }
-        }
-        if (!best_c) break;
-        int a = (int)(best >> 32), b = (int)(best & 0xFFFFFFFFu);
-        /* the merged token (an existing id when another merge path already built the same string) */
-        int la = m->sym[a].len, lb = m->sym[b].len, id = -1;
-        for (int s = 256; s < m->n_sym && id < 0; s++)
-            if (m->sym[s].len == la + lb && !memcmp(m->sym[s].bytes, m->sym[a].bytes, (size_t)la) &&
-                !memcmp(m->sym[s].bytes + la, m->sym[b].bytes, (size_t)lb))
-                id = s;
-        if (id < 0) {
-            uint8_t *nb = malloc((size_t)(la + lb));
-            if (!nb) goto out;
-            memcpy(nb, m->sym[a].bytes, (size_t)la);
-            memcpy(nb + la, m->sym[b].bytes, (size_t)lb);
-            id = m->n_sym++;
-            m->sym[id].bytes = nb;
-            m->sym[id].len = la + lb;
-        }
-        m->merges[m->n_merges][0] = a;
-        m->merges[m->n_merges][1] = b;
-        m->n_merges++;
-        for (int wi = 0; wi < n_words; wi++) {
-            bpe_word *w = &words[wi];
-            int o = 0;
-            for (int k = 0; k < w->len; k++) {
-                if (k + 1 < w->len && w->sym[k] == a && w->sym[k + 1] == b) { w->sym[o++] = id; k++; }
-                else w->sym[o++] = w->sym[k];
-            }
-            w->len = o;
-        }
-    }
-    rc = 0;
-out:
-    for (int i = 0; i < n_pieces; i++) free(pieces[i]);
-    for (int i = 0; i < n_words; i++) free(words[i].sym);
-    free(pieces);
-    free(words);
-    free(tkey);
-    free(tcnt);
-    if (rc) bpe_free(m);
-    return rc;
-}
-
-static cJSON *added_token(int64_t id, const char *content)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "id", (double)id);
-    cJSON_AddStringToObject(o, "content", content);
-    cJSON_AddBoolToObject(o, "single_word", 0);
-    cJSON_AddBoolToObject(o, "lstrip", 0);
-    cJSON_AddBoolToObject(o, "rstrip", 0);
-    cJSON_AddBoolToObject(o, "normalized", 0);
-    cJSON_AddBoolToObject(o, "special", 1);
-    return o;
-}
-
-static cJSON *byte_level_obj(const char *type)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", type);
-    cJSON_AddBoolToObject(o, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(o, "trim_offsets", 0);
-    cJSON_AddBoolToObject(o, "use_regex", 0);
-    return o;
-}
-
-static const char QWEN2_REGEX[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-#define MAX_LEARNED_TOKENS 4096
-
-static int make_tokenizer(const preset *p, cJSON **out, int *n_merges_out, char *err, size_t errlen)
-{
-    *out = NULL;
-    token_ids id = layout_ids(p);
-    if (id.P < 256)
-        return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: vocab %lld too small for the token layout",
-                         (long long)p->vocab);
-    int order[256], cp[256];
-    byte_table(order, cp);
-    int64_t budget = id.P - 256;
-    bpe_model bm;
-    if (bpe_learn((int)(budget < MAX_LEARNED_TOKENS ? budget : MAX_LEARNED_TOKENS), order, &bm))
-        return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory (BPE)");
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "version", "1.0");
-    cJSON_AddNullToObject(root, "truncation");
-    cJSON_AddNullToObject(root, "padding");
-    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
-    cJSON_AddItemToArray(added, added_token(id.endoftext, "<|endoftext|>"));
-    cJSON_AddItemToArray(added, added_token(id.im_start, "<|im_start|>"));
-    cJSON_AddItemToArray(added, added_token(id.im_end, "<|im_end|>"));
-    for (int i = 0; i < 9; i++) cJSON_AddItemToArray(added, added_token(id.setup_start + i, ROBOT_TOKENS[i]));
-    char nm[64];
-    for (int k = 0; k < p->num_state_tokens; k++) {
-        snprintf(nm, sizeof nm, "<state_%d>", k);
-        cJSON_AddItemToArray(added, added_token(id.state0 + k, nm));
-    }
-    for (int i = 0; i < 9; i++) cJSON_AddItemToArray(added, added_token(id.V + i, IMAGE_TOKENS[i]));
-    cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
-    cJSON_AddStringToObject(norm, "type", "NFC");
-    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
-    cJSON_AddStringToObject(pre, "type", "Sequence");
-    cJSON *pres = cJSON_AddArrayToObject(pre, "pretokenizers");
-    cJSON *split = cJSON_CreateObject();
-    cJSON_AddStringToObject(split, "type", "Split");
-    cJSON *pat = cJSON_AddObjectToObject(split, "pattern");
-    cJSON_AddStringToObject(pat, "Regex", QWEN2_REGEX);
-    cJSON_AddStringToObject(split, "behavior", "Isolated");
-    cJSON_AddBoolToObject(split, "invert", 0);
-    cJSON_AddItemToArray(pres, split);
-    cJSON_AddItemToArray(pres, byte_level_obj("ByteLevel"));
-    cJSON_AddItemToObject(root, "post_processor", byte_level_obj("ByteLevel"));
-    cJSON_AddItemToObject(root, "decoder", byte_level_obj("ByteLevel"));
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
-    cJSON_AddStringToObject(model, "type", "BPE");
-    cJSON_AddNullToObject(model, "dropout");
-    cJSON_AddNullToObject(model, "unk_token");
-    cJSON_AddStringToObject(model, "continuing_subword_prefix", "");
-    cJSON_AddStringToObject(model, "end_of_word_suffix", "");
-    cJSON_AddBoolToObject(model, "fuse_unk", 0);
-    cJSON_AddBoolToObject(model, "byte_fallback", 0);
-    cJSON_AddBoolToObject(model, "ignore_merges", 0);
-    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
-    int maxlen = 0;
-    for (int s = 0; s < bm.n_sym; s++) maxlen = bm.sym[s].len > maxlen ? bm.sym[s].len : maxlen;
-    char *a = malloc((size_t)maxlen * 4 + 64), *b = malloc((size_t)maxlen * 2 + 2);
-    int rc = 0;
-    if (!root || !vocab || !a || !b) rc = MACT_ERR_NOMEM;
-    for (int s = 0; !rc && s < bm.n_sym; s++) {
-        byte_level(bm.sym[s].bytes, (size_t)bm.sym[s].len, cp, a);
-        if (!cJSON_AddNumberToObject(vocab, a, s)) rc = MACT_ERR_NOMEM;
-    }
-    /* unreachable entries (no merge builds them) keep the ids contiguous up to the first added token */
-    for (int64_t s = bm.n_sym; !rc && s < id.P; s++) {
-        snprintf(a, (size_t)maxlen * 4 + 64, "<|mact_pad_%lld|>", (long long)s);
-        if (!cJSON_AddNumberToObject(vocab, a, (double)s)) rc = MACT_ERR_NOMEM;
-    }
-    cJSON *merges = rc ? NULL : cJSON_AddArrayToObject(model, "merges");
-    for (int k = 0; !rc && k < bm.n_merges; k++) {
-        const bpe_sym *l = &bm.sym[bm.merges[k][0]], *r = &bm.sym[bm.merges[k][1]];
-        byte_level(l->bytes, (size_t)l->len, cp, a);
-        byte_level(r->bytes, (size_t)r->len, cp, b);
-        strcat(a, " ");
-        strcat(a, b);
-        cJSON *str = cJSON_CreateString(a);
-        if (!str || !merges) rc = MACT_ERR_NOMEM;
-        else cJSON_AddItemToArray(merges, str);
-    }
-    *n_merges_out = bm.n_merges;
-    free(a);
-    free(b);
-    bpe_free(&bm);
-    if (rc) {
-        cJSON_Delete(root);
-        return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory (tokenizer.json)");
-    }
-    *out = root;
-    return 0;
-}
-
-/* ------------------------------------------------------------------------------------------------
  * entry points */
 
 int mact_synth_ex(const char *preset_name, const char *out_dir, uint64_t seed, const mact_synth_options *opt,
@@ -1255,14 +791,13 @@ int mact_synth_ex(const char *preset_name, const char *out_dir, uint64_t seed, c
     cJSON_Delete(j);
     if (rc) return rc;
     int n_merges = 0;
-    if ((rc = make_tokenizer(p, &j, &n_merges, err, errlen))) return rc;
+    if ((rc = mact_synth_tokenizer(p->vocab, p->num_state_tokens, &j, &n_merges, err, errlen))) return rc;
     rc = write_json(out_dir, "tokenizer.json", j, 0, &total, err, errlen);
     cJSON_Delete(j);
     if (rc) return rc;
 
     tlist L = {.mode = o.dtype_mode};
-    build_tensors(p, o.no_lm_head, &L);
-    if (L.oom) { free(L.t); return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory"); }
+    if ((rc = build_tensors(p, o.dtype_mode, o.no_lm_head, &L, err, errlen))) { free(L.t); return rc; }
     qsort(L.t, L.n, sizeof *L.t, cmp_tspec);
     double tw = now_s();
     int64_t wbytes = 0;

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
+# The layout's contracts, checked on the built library and the sources:
+#   - no link-level cycle among libmact.a's objects (a.o needing a symbol of b.o while b.o, directly or around
+#     a longer loop, needs one of a.o), read from `nm`;
+#   - includes go one way: base <- io, kernels <- model <- stages <- dev (and the x86 kernels only from
+#     kernels/), no header includes itself around a loop;
+#   - no source file in src/ over 1100 lines;
+#   - the library itself has no mutable global besides the CPU probe (kernels/x86/cpu.c): no writable
+#     non-constant data symbol in any other object.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PY=${PYTHON:-/usr/bin/python3}
+LIB="$BUILD/libmact.a"
+[ -f "$LIB" ] || { echo "FAIL layout_lib: $LIB missing (run make)"; exit 1; }
+TMPD=${MACT_TMP:-/tmp}
+nm -A "$LIB" >"$TMPD/layout_nm.txt" 2>/dev/null || { echo "FAIL layout_nm: nm failed on $LIB"; exit 1; }
+objdump -t "$LIB" >"$TMPD/layout_objdump.txt" 2>/dev/null || { echo "FAIL layout_objdump: objdump failed on $LIB"; exit 1; }
+"$PY" - "$TMPD/layout_nm.txt" "$TMPD/layout_objdump.txt" <<'PYEOF'
+import collections, os, re, sys
+
+nm = open(sys.argv[1]).read().splitlines()
+defs, uses = {}, collections.defaultdict(set)
+data, member = collections.defaultdict(set), None
+for line in open(sys.argv[2]).read().splitlines():  # objdump -t: the section of every symbol, per member
+    m = re.match(r'^(\S+\.o):\s+file format', line)
+    if m: member = m.group(1); continue
+    m = re.match(r'^[0-9a-f]+ [lgu! ].{5}O (\.\S+)\s+[0-9a-f]+ (?:\.hidden )?(\S+)$', line)  # O: an object
+    # writable storage: .data / .bss and thread-locals; .data.rel.ro is a constant table with pointers
+    if m and member and re.match(r'\.(data|bss|tdata|tbss)(\.|$)', m.group(1)) and 'rel.ro' not in m.group(1):
+        data[member].add(m.group(2))
+for line in nm:
+    head, _, rest = line.partition(': ') if ': ' in line else (line, '', '')
+    parts = line.split()
+    if len(parts) < 2:
+        continue
+    obj = parts[0].split(':')[-2] if parts[0].count(':') >= 2 else parts[0].rstrip(':').split(':')[-1]
+    typ, sym = parts[-2], parts[-1]
+    if typ == 'U':
+        uses[obj].add(sym)
+    elif typ in 'TDBRVW':
+        defs[sym] = obj
+graph = {o: {defs[s] for s in ss if s in defs and defs[s] != o} for o, ss in uses.items()}
+
+# strongly connected components (Tarjan)
+index, low, stack, on, sccs = {}, {}, [], set(), []
+def strong(v, counter=[0]):
+    index[v] = low[v] = counter[0]; counter[0] += 1
+    stack.append(v); on.add(v)
+    for w in graph.get(v, ()):
+        if w not in index:
+            strong(w); low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+        comp = []
+        while True:
+            w = stack.pop(); on.discard(w); comp.append(w)
+            if w == v: break
+        if len(comp) > 1: sccs.append(sorted(comp))
+sys.setrecursionlimit(10000)
+for v in list(graph):
+    if v not in index: strong(v)
+objs = len({parts.split(':')[0] for parts in []}) or len(set(defs.values()) | set(uses))
+if sccs:
+    print("FAIL layout_no_link_cycle: " + "; ".join(" <-> ".join(c) for c in sccs))
+else:
+    print(f"PASS layout_no_link_cycle ({objs} objects, {sum(len(d) for d in graph.values())} edges)")
+
+# mutable globals: writable data in any object but the CPU probe (string literals and const tables are R)
+bad = {o: sorted(s) for o, s in data.items() if o != 'cpu.o' and s}
+if bad:
+    print("FAIL layout_no_mutable_globals: " + "; ".join(f"{o}: {', '.join(s)}" for o, s in sorted(bad.items())))
+else:
+    print("PASS layout_no_mutable_globals (writable data only in cpu.o, the CPU probe)")
+
+# include layers
+rank = {'base': 0, 'io': 1, 'kernels': 1, 'model': 2, 'stages': 3, 'dev': 4}
+bad, edges = [], collections.defaultdict(set)
+for root, _, files in os.walk('src'):
+    for f in files:
+        if not f.endswith(('.c', '.h')): continue
+        path = os.path.join(root, f)
+        layer = path.split('/')[1]
+        for m in re.finditer(r'^#include "([^"]+)"', open(path).read(), re.M):
+            inc = m.group(1)
+            if inc in ('mact.h', 'mact_stages.h'): continue
+            top = inc.split('/')[0]
+            edges[path].add('src/' + inc)
+            if top not in rank:
+                bad.append(f"{path} includes {inc} (no such layer)"); continue
+            if rank[top] > rank[layer] or (top in ('io', 'kernels') and layer in ('io', 'kernels') and top != layer):
+                bad.append(f"{path} ({layer}) includes {inc} ({top})")
+            if '/x86/' in inc and not path.startswith('src/kernels/') and 'test' not in path:
+                bad.append(f"{path} includes the x86 kernels' {inc}")
+print("FAIL layout_include_layers: " + "; ".join(bad) if bad else "PASS layout_include_layers (base <- io, kernels <- model <- stages <- dev)")
+
+# header include cycles
+state, cyc = {}, []
+def dfs(v, path):
+    state[v] = 1
+    for w in edges.get(v, ()):
+        if state.get(w) == 1: cyc.append(' -> '.join(path + [w]))
+        elif not state.get(w): dfs(w, path + [w])
+    state[v] = 2
+for v in list(edges):
+    if not state.get(v): dfs(v, [v])
+print("FAIL layout_no_include_cycle: " + "; ".join(cyc[:3]) if cyc else "PASS layout_no_include_cycle")
+
+long = []
+for root, _, files in os.walk('src'):
+    for f in files:
+        p = os.path.join(root, f)
+        n = sum(1 for _ in open(p, errors='replace'))
+        if n > 1100: long.append(f"{p} ({n})")
+print("FAIL layout_file_length: over 1100 lines: " + ", ".join(long) if long else "PASS layout_file_length (every src/ file <= 1100 lines)")
+PYEOF
