@@ -12,7 +12,7 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread -fPIC
 LIBCFLAGS = -fvisibility=hidden -DMACT_BUILD
-LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lz -lm -pthread
+LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lzip -lz -lm -pthread
 
 VERSION := 0.2.0
 SOVER   := 0

@@ -9,6 +9,7 @@
  *                                      is (31k + 17j + 5) & 255, bool bytes are ((7k + j) % 3 == 0)
  * Exit status 0 on success; errors go to stderr. */
 #include "io/npy.h"
+#include "dev/npz_write.h"
 #include "io/safetensors.h"
 
 #include <stdio.h>
