@@ -1025,6 +1025,10 @@ int mact_npz_parse(const uint8_t *buf, size_t len, const char *what, mact_npz *o
             ;
         else if (code == ZIP_ER_MULTIDISK)
             set_err(err, errlen, "%s: multi-disk zip archives are not supported", what);
+        else if (code == ZIP_ER_NOENT) /* libzip's lookup of the extra field the entry needs */
+            set_err(err, errlen,
+                    "%s: corrupt central directory: an entry's sizes or offset say zip64 but it has no zip64 "
+                    "extra field (libzip: %s)", what, msg);
         else
             set_err(err, errlen, "%s: corrupt central directory (libzip: %s)", what, msg);
         return -1;
