@@ -819,7 +819,7 @@ static int read_member(zip_t *za, zip_uint64_t idx, const zip_stat_t *st, const 
         if (mread(&s, raw, info.nbytes) != info.nbytes) goto zip_fail;
     }
     mdrain(&s, &crc); /* nothing is left: this reaches the end, where libzip checks the CRC */
-    if (s.zerr == ZIP_ER_CRC && s.got == s.usize) crc = crc32_z(crc, raw, info.nbytes);
+    if (s.zerr == ZIP_ER_CRC && s.got == s.usize && info.nbytes) crc = crc32_z(crc, raw, info.nbytes);
     if (mverdict(&s, (uint32_t)crc, err, errlen) != 0) goto done;
     void *data = raw;
     if (info.nbytes && needs_transpose(&info)) {
