@@ -2,7 +2,7 @@
 # Installs what mact needs on Debian 12 (run as root, or with sudo available). Idempotent.
 set -euo pipefail
 SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
+pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libzip-dev
       python3 python3-numpy python3-torch libopenblas0-pthread)
 # node/npm only for the tokenizer equivalence test against HF's Rust tokenizers (npm packages)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

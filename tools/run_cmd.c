@@ -9,6 +9,7 @@
 #include "io/image.h"
 #include "mact.h"
 #include "io/npy.h"
+#include "dev/npz_write.h"
 #include "dev/synth.h"
 
 #define MAX_CAMS 8

@@ -1,7 +1,8 @@
-/* .npy / .npz reader and writer. See npy.h for the contract.
+/* .npy / .npz reader. See npy.h for the contract; writing is src/dev/npz_write.c.
  *
- * Everything is parsed from a complete in-memory image (files are mmapped read-only), so a corrupt
- * file can only ever cause bounds-checked failures, and the same code serves files and buffers. */
+ * npy is parsed by hand from memory (files are mmapped read-only), so a corrupt file can only cause
+ * bounds-checked failures. npz goes through libzip over the same in-memory image: this file keeps only
+ * the npy layer, the size bounds and the wording of errors. */
 #include "io/npy.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <zip.h>
 #include <zlib.h>
 #include "mact.h"
 #include "base/err.h"
@@ -39,11 +41,6 @@ static size_t elem_size(int dtype)
 }
 
 /* kind 0 marks dtypes numpy has no descr for (bf16). */
-static int npy_writable(int dtype)
-{
-    return dtype >= 0 && dtype < MACT_DTYPE_COUNT && k_types[dtype].kind != 0;
-}
-
 static const char *dtype_label(int dtype)
 {
     static const char *names[MACT_DTYPE_COUNT] = {
@@ -72,7 +69,7 @@ static int shape_bytes(int ndim, const int64_t *shape, size_t itemsize, size_t *
     return 0;
 }
 
-static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape)
+void mact_npy_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, cap - n, "(");
@@ -138,6 +135,37 @@ oom:
     set_err(err, errlen, "%s: out of memory allocating %zu bytes", what, nbytes);
     mact_array_free(a);
     return -1;
+}
+int mact_array_check(const mact_array *a, const char *what, char *err, size_t errlen)
+{
+    size_t isz = elem_size(a->dtype), nbytes;
+    if (isz == 0) {
+        set_err(err, errlen, "%s: unknown dtype %d", what, a->dtype);
+        return -1;
+    }
+    if (check_dims(what, a->ndim, a->shape, err, errlen) != 0) return -1;
+    if (shape_bytes(a->ndim, a->shape, isz, NULL, &nbytes) != 0) {
+        set_err(err, errlen, "%s: shape too large", what);
+        return -1;
+    }
+    if (nbytes != a->nbytes) {
+        set_err(err, errlen, "%s: nbytes is %zu but the shape needs %zu", what, a->nbytes, nbytes);
+        return -1;
+    }
+    if (nbytes && !a->data) {
+        set_err(err, errlen, "%s: data is NULL", what);
+        return -1;
+    }
+    return 0;
+}
+
+int mact_npy_descr(int dtype, char *out, size_t cap)
+{
+    /* kind 0 marks dtypes numpy has no descr for (bf16) */
+    if (dtype < 0 || dtype >= MACT_DTYPE_COUNT || k_types[dtype].kind == 0) return -1;
+    size_t isz = k_types[dtype].size;
+    int n = snprintf(out, cap, "%c%c%zu", isz == 1 ? '|' : '<', k_types[dtype].kind, isz);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- file mapping */
@@ -395,12 +423,17 @@ dup:
     return -1;
 }
 
-static int npy_header(const uint8_t *buf, size_t len, const char *what, npy_info *info,
-                      char *err, size_t errlen)
+/* Largest npy header accepted. numpy itself refuses headers over 10000 bytes unless told otherwise;
+ * the bound keeps a corrupt length from sizing an allocation (npz members are read header first). */
+#define NPY_MAX_HEADER ((size_t)1 << 20)
+
+/* The preamble: magic, version, header length. buf holds the first min(total, 12) bytes of a
+ * `total`-byte file (10 suffice for version 1.0). */
+static int npy_preamble(const uint8_t *buf, size_t total, const char *what, size_t *pre, size_t *hlen,
+                        char *err, size_t errlen)
 {
-    memset(info, 0, sizeof *info);
-    if (len < 10) {
-        set_err(err, errlen, "%s: truncated: %zu bytes is shorter than the npy preamble", what, len);
+    if (total < 10) {
+        set_err(err, errlen, "%s: truncated: %zu bytes is shorter than the npy preamble", what, total);
         return -1;
     }
     if (memcmp(buf, "\x93NUMPY", 6) != 0) {
@@ -408,46 +441,68 @@ static int npy_header(const uint8_t *buf, size_t len, const char *what, npy_info
         return -1;
     }
     unsigned major = buf[6], minor = buf[7];
-    size_t pre, hlen;
     if (major == 1 && minor == 0) {
-        pre = 10;
-        hlen = rd16(buf + 8);
+        *pre = 10;
+        *hlen = rd16(buf + 8);
     } else if ((major == 2 || major == 3) && minor == 0) {
-        if (len < 12) {
-            set_err(err, errlen, "%s: truncated: %zu bytes is shorter than the npy preamble", what, len);
+        if (total < 12) {
+            set_err(err, errlen, "%s: truncated: %zu bytes is shorter than the npy preamble", what, total);
             return -1;
         }
-        pre = 12;
-        hlen = rd32(buf + 8);
+        *pre = 12;
+        *hlen = rd32(buf + 8);
     } else {
         set_err(err, errlen, "%s: unsupported npy format version %u.%u", what, major, minor);
         return -1;
     }
-    if (hlen > len - pre) {
+    if (*hlen > total - *pre) {
         set_err(err, errlen, "%s: npy header length %zu runs past the end of the file (%zu bytes)",
-                what, hlen, len);
+                what, *hlen, total);
         return -1;
     }
-    if (memchr(buf + pre, 0, hlen)) {
+    if (*hlen > NPY_MAX_HEADER) {
+        set_err(err, errlen, "%s: npy header length %zu is over the %zu-byte limit", what, *hlen,
+                NPY_MAX_HEADER);
+        return -1;
+    }
+    return 0;
+}
+
+/* The header dict (hlen bytes at h, which starts at offset pre of a `total`-byte file): fills info
+ * and checks that the bytes after the header are exactly what the shape and dtype need. */
+static int npy_dict(const uint8_t *h, size_t pre, size_t hlen, size_t total, const char *what,
+                    npy_info *info, char *err, size_t errlen)
+{
+    memset(info, 0, sizeof *info);
+    if (memchr(h, 0, hlen)) {
         set_err(err, errlen, "%s: npy header contains a NUL byte", what);
         return -1;
     }
-    if (parse_header_dict((const char *)buf + pre, hlen, what, info, err, errlen) != 0) return -1;
+    if (parse_header_dict((const char *)h, hlen, what, info, err, errlen) != 0) return -1;
     size_t isz = elem_size(info->dtype);
     if (shape_bytes(info->ndim, info->shape, isz, NULL, &info->nbytes) != 0) {
         set_err(err, errlen, "%s: shape too large", what);
         return -1;
     }
     info->data_off = pre + hlen;
-    size_t have = len - info->data_off;
+    size_t have = total - info->data_off;
     if (have != info->nbytes) {
         char sh[256];
-        fmt_shape(sh, sizeof sh, info->ndim, info->shape);
+        mact_npy_shape_str(sh, sizeof sh, info->ndim, info->shape);
         set_err(err, errlen, "%s: data is %zu bytes but shape %s of %s needs %zu%s", what, have, sh,
                 dtype_label(info->dtype), info->nbytes, have < info->nbytes ? " (truncated)" : "");
         return -1;
     }
     return 0;
+}
+
+static int npy_header(const uint8_t *buf, size_t len, const char *what, npy_info *info,
+                      char *err, size_t errlen)
+{
+    size_t pre, hlen;
+    memset(info, 0, sizeof *info);
+    if (npy_preamble(buf, len, what, &pre, &hlen, err, errlen) != 0) return -1;
+    return npy_dict(buf + pre, pre, hlen, len, what, info, err, errlen);
 }
 
 /* Copies Fortran-ordered elements into C order: walk the C index and gather from the F offset. */
@@ -510,39 +565,6 @@ int mact_npy_parse(const uint8_t *buf, size_t len, const char *what, mact_array 
     return 0;
 }
 
-/* Takes ownership of raw (a decompressed member) and turns it into out's data without a second
- * full-size buffer: the payload is slid to the front and the allocation shrunk. */
-static int npy_adopt(uint8_t *raw, size_t len, const char *what, mact_array *out, char *err,
-                     size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    npy_info info;
-    if (npy_header(raw, len, what, &info, err, errlen) != 0) {
-        free(raw);
-        return -1;
-    }
-    void *data = NULL;
-    if (info.nbytes == 0) {
-        free(raw);
-    } else if (needs_transpose(&info)) {
-        if (!(data = malloc(info.nbytes))) {
-            free(raw);
-            set_err(err, errlen, "%s: out of memory allocating %zu bytes", what, info.nbytes);
-            return -1;
-        }
-        size_t isz = elem_size(info.dtype);
-        fortran_to_c(raw + info.data_off, data, info.ndim, info.shape, isz, info.nbytes / isz);
-        free(raw);
-    } else {
-        memmove(raw, raw + info.data_off, info.nbytes);
-        data = realloc(raw, info.nbytes);
-        if (!data) data = raw; /* shrinking failed: keep the larger block */
-    }
-    fill_array(out, &info);
-    out->data = data;
-    return 0;
-}
-
 int mact_npy_read(const char *path, mact_array *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -553,168 +575,414 @@ int mact_npy_read(const char *path, mact_array *out, char *err, size_t errlen)
     return rc;
 }
 
-/* ---------------------------------------------------------------- npy writing */
-
-static int validate_for_write(const mact_array *a, const char *what, char *err, size_t errlen)
-{
-    if (!npy_writable(a->dtype)) {
-        set_err(err, errlen, "%s: dtype %s cannot be stored in npy%s", what, dtype_label(a->dtype),
-                a->dtype == MACT_BF16 ? " (numpy has no bfloat16; convert to float32 first)" : "");
-        return -1;
-    }
-    if (check_dims(what, a->ndim, a->shape, err, errlen) != 0) return -1;
-    size_t nbytes;
-    if (shape_bytes(a->ndim, a->shape, elem_size(a->dtype), NULL, &nbytes) != 0) {
-        set_err(err, errlen, "%s: shape too large", what);
-        return -1;
-    }
-    if (nbytes != a->nbytes) {
-        set_err(err, errlen, "%s: nbytes is %zu but the shape needs %zu", what, a->nbytes, nbytes);
-        return -1;
-    }
-    if (nbytes && !a->data) {
-        set_err(err, errlen, "%s: data is NULL", what);
-        return -1;
-    }
-    return 0;
-}
-
-#define NPY_HDR_CAP 512
-
-/* numpy's own layout: dict literal padded with spaces so the data starts on a 64-byte boundary
- * (lets readers mmap aligned arrays), terminated by '\n'. */
-static size_t npy_build_header(const mact_array *a, uint8_t *out)
-{
-    char dict[NPY_HDR_CAP], sh[300];
-    size_t isz = elem_size(a->dtype);
-    fmt_shape(sh, sizeof sh, a->ndim, a->shape);
-    int dl = snprintf(dict, sizeof dict, "{'descr': '%c%c%zu', 'fortran_order': False, 'shape': %s, }",
-                      isz == 1 ? '|' : '<', k_types[a->dtype].kind, isz, sh);
-    size_t total = 10 + (size_t)dl + 1; /* +1 for the newline */
-    size_t padded = (total + 63) / 64 * 64;
-    size_t hlen = padded - 10;
-    memcpy(out, "\x93NUMPY\x01\x00", 8);
-    out[8] = (uint8_t)(hlen & 0xff);
-    out[9] = (uint8_t)(hlen >> 8);
-    memcpy(out + 10, dict, (size_t)dl);
-    memset(out + 10 + dl, ' ', padded - 10 - (size_t)dl - 1);
-    out[padded - 1] = '\n';
-    return padded;
-}
-
-int mact_npy_write(const char *path, const mact_array *arr, char *err, size_t errlen)
-{
-    if (validate_for_write(arr, path, err, errlen) != 0) return -1;
-    uint8_t hdr[NPY_HDR_CAP];
-    size_t hl = npy_build_header(arr, hdr);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-        return -1;
-    }
-    int ok = fwrite(hdr, 1, hl, f) == hl;
-    if (ok && arr->nbytes) ok = fwrite(arr->data, 1, arr->nbytes, f) == arr->nbytes;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        saved = errno;
-    }
-    if (!ok) {
-        set_err(err, errlen, "%s: write failed: %s", path, strerror(saved));
-        remove(path);
-        return -1;
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- zip reading */
-
-#define SIG_LOCAL   0x04034b50u
-#define SIG_CENTRAL 0x02014b50u
-#define SIG_EOCD    0x06054b50u
-#define SIG_EOCD64  0x06064b50u
-#define SIG_LOC64   0x07064b50u
-#define U32MAX      0xFFFFFFFFu
+/* ---------------------------------------------------------------- npz: zip through libzip */
 
 /* Deflate cannot beat ~1032:1, so a larger claimed expansion is corruption (or a bomb) and we
  * refuse before allocating the claimed size. */
 #define MAX_DEFLATE_RATIO 1032u
+/* The fixed part of a central directory entry: bounds the member count by the archive size. */
+#define CD_ENTRY_MIN 46u
 
-/* zlib counts in uInt; feed it in pieces so members over 4 GiB work. */
-#define ZCHUNK ((size_t)1 << 30)
+#define SIG_EOCD   0x06054b50u
+#define SIG_EOCD64 0x06064b50u
+#define SIG_LOC64  0x07064b50u
 
-static int cmp_name_ptr(const void *a, const void *b)
+/* libzip's message for a (zip, system) error pair. */
+static void zip_msg(int zcode, int scode, char *buf, size_t cap)
 {
-    const mact_array *x = *(const mact_array *const *)a, *y = *(const mact_array *const *)b;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_error_set(&ze, zcode, scode);
+    snprintf(buf, cap, "%s", zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+}
+
+/* Wording for an archive libzip refused. libzip 1.7 (Debian 12's) says only "not a zip archive" or
+ * "inconsistent" (detailed codes came with 1.8), so to name the problem this looks at the end records,
+ * the few bytes that say where the central directory is. It only words errors: libzip alone decides
+ * whether an archive is accepted. `strict` adds the layout rules of libzip's consistency check (the end
+ * record closes the file, the directory ends where the end records start). Returns 1 with err set
+ * when it found the problem, 0 when the end records look sound. */
+static int describe_end_records(const uint8_t *buf, size_t len, const char *what, int strict,
+                                char *err, size_t errlen)
+{
+    size_t eocd = SIZE_MAX;
+    size_t lo = len - 22 > 65535 ? len - 22 - 65535 : 0; /* the comment is at most 64 KiB */
+    for (size_t i = len - 22 + 1; i-- > lo;)
+        if (rd32(buf + i) == SIG_EOCD) {
+            eocd = i;
+            break;
+        }
+    if (eocd == SIZE_MAX) {
+        set_err(err, errlen, "%s: no zip end-of-central-directory record (not a zip archive, or truncated)",
+                what);
+        return 1;
+    }
+    const uint8_t *e = buf + eocd;
+    uint64_t n_disk = rd16(e + 8), n_total = rd16(e + 10), cd_size = rd32(e + 12), cd_off = rd32(e + 16);
+    unsigned disk = rd16(e + 4), cd_disk = rd16(e + 6);
+    size_t comment = rd16(e + 20), limit = eocd;
+    if (comment > len - eocd - 22) {
+        set_err(err, errlen, "%s: the zip end record's comment runs past the end of the file (truncated?)",
+                what);
+        return 1;
+    }
+    if (eocd >= 20 && rd32(buf + eocd - 20) == SIG_LOC64) {
+        const uint8_t *l = buf + eocd - 20;
+        uint64_t z64 = rd64(l + 8);
+        if (z64 > eocd - 20 || eocd - 20 - z64 < 56 || rd32(buf + z64) != SIG_EOCD64) {
+            set_err(err, errlen, "%s: zip64 end record missing or out of place (offset %llu)", what,
+                    (unsigned long long)z64);
+            return 1;
+        }
+        const uint8_t *z = buf + z64;
+        disk = rd32(z + 16);
+        cd_disk = rd32(z + 20);
+        n_disk = rd64(z + 24);
+        n_total = rd64(z + 32);
+        cd_size = rd64(z + 40);
+        cd_off = rd64(z + 48);
+        limit = (size_t)z64;
+    }
+    if (disk != 0 || cd_disk != 0 || n_disk != n_total) {
+        set_err(err, errlen, "%s: multi-disk zip archives are not supported", what);
+        return 1;
+    }
+    if (cd_off > limit || cd_size > limit - cd_off) {
+        set_err(err, errlen,
+                "%s: central directory (offset %llu, %llu bytes) lies outside the archive (%zu bytes before "
+                "the end record)", what, (unsigned long long)cd_off, (unsigned long long)cd_size, limit);
+        return 1;
+    }
+    if (n_total > cd_size / CD_ENTRY_MIN) {
+        set_err(err, errlen, "%s: %llu entries cannot fit in a %llu-byte central directory", what,
+                (unsigned long long)n_total, (unsigned long long)cd_size);
+        return 1;
+    }
+    if (strict && eocd + 22 + comment != len) {
+        set_err(err, errlen, "%s: %zu bytes of trailing data after the zip end record", what,
+                len - eocd - 22 - comment);
+        return 1;
+    }
+    if (strict && cd_off + cd_size != limit) {
+        set_err(err, errlen, "%s: %llu stray bytes between the central directory and the end record", what,
+                (unsigned long long)(limit - cd_off - cd_size));
+        return 1;
+    }
+    return 0;
+}
+
+/* One member being read. Reads stop at the first error, which is kept for the verdict. */
+typedef struct {
+    zip_file_t *f;
+    const char *label;   /* "<archive>: member '<name>'" */
+    int deflated;
+    uint64_t usize;      /* declared uncompressed size */
+    uint32_t crc;        /* declared CRC */
+    uint64_t got;        /* bytes read so far */
+    int eof, zerr, serr; /* end of data seen; libzip's error pair of the failed read (0: none) */
+} mstream;
+
+static size_t mread(mstream *s, void *dst, size_t n)
+{
+    size_t done = 0;
+    while (done < n && !s->eof && !s->zerr) {
+        zip_int64_t r = zip_fread(s->f, (uint8_t *)dst + done, n - done);
+        if (r < 0) {
+            zip_error_t *ze = zip_file_get_error(s->f);
+            s->zerr = zip_error_code_zip(ze);
+            s->serr = zip_error_code_system(ze);
+            if (s->zerr == 0) s->zerr = ZIP_ER_INTERNAL;
+        } else if (r == 0) {
+            s->eof = 1;
+        } else {
+            done += (size_t)r;
+        }
+    }
+    s->got += done;
+    return done;
+}
+
+/* Reads whatever is left of the member into a scratch buffer, then once more past its declared end:
+ * libzip checks the CRC (and, for stored data, the size) when the data runs out, and a byte beyond the
+ * declared size means the directory lies. *crc continues the CRC of what the caller read, for the
+ * message. Bounded: at most the declared size plus one byte. */
+static void mdrain(mstream *s, uLong *crc)
+{
+    uint8_t scratch[1 << 14];
+    while (!s->eof && !s->zerr && s->got <= s->usize) {
+        uint64_t left = s->usize - s->got;
+        size_t want = left == 0 ? 1 : left < sizeof scratch ? (size_t)left : sizeof scratch;
+        size_t r = mread(s, scratch, want);
+        *crc = crc32_z(*crc, scratch, r);
+    }
+}
+
+/* The zip-level verdict once the member's data has been read through: 0 when it is exactly the declared
+ * size and libzip found nothing wrong. `crc` is ours, for a CRC message. */
+static int mverdict(const mstream *s, uint32_t crc, char *err, size_t errlen)
+{
+    const char *what = s->label, *kind = s->deflated ? "deflate data" : "data";
+    unsigned long long got = s->got, usize = s->usize;
+    char msg[256];
+    if (s->got > s->usize) {
+        set_err(err, errlen, "%s: %s longer than the declared %llu bytes", what, kind, usize);
+        return -1;
+    }
+    switch (s->zerr) {
+    case 0:
+        if (s->got == s->usize) return 0;
+        set_err(err, errlen, "%s: %s ends after %llu bytes, declared %llu", what, kind, got, usize);
+        return -1;
+    case ZIP_ER_CRC:
+        /* libzip's inflater stops without an error when the compressed data runs out mid-stream; the
+         * CRC check at the end is what catches it. */
+        if (s->got < s->usize)
+            set_err(err, errlen, "%s: deflate data truncated (%llu of %llu bytes produced, CRC mismatch)",
+                    what, got, usize);
+        else
+            set_err(err, errlen, "%s: CRC mismatch (stored %08x, computed %08x)", what, (unsigned)s->crc,
+                    (unsigned)crc);
+        return -1;
+    case ZIP_ER_INCONS: /* libzip's size check at the end of the data */
+        set_err(err, errlen, "%s: %s ends after %llu bytes, declared %llu", what, kind, got, usize);
+        return -1;
+    case ZIP_ER_EOF:
+        set_err(err, errlen, "%s: %s overruns the archive (the archive ends after %llu of %llu bytes)",
+                what, s->deflated ? "compressed data" : "data", got, usize);
+        return -1;
+    case ZIP_ER_ZLIB:
+    case ZIP_ER_COMPRESSED_DATA:
+        zip_msg(s->zerr, s->serr, msg, sizeof msg);
+        set_err(err, errlen, "%s: corrupt deflate data: %s (after %llu of %llu bytes)", what, msg, got,
+                usize);
+        return -1;
+    case ZIP_ER_MEMORY:
+        set_err(err, errlen, "%s: out of memory reading the member", what);
+        return -1;
+    default:
+        zip_msg(s->zerr, s->serr, msg, sizeof msg);
+        set_err(err, errlen, "%s: cannot read the member's data: %s", what, msg);
+        return -1;
+    }
+}
+
+/* Reads member idx into out: the npy header first, so the data buffer is allocated only once the
+ * header's size and the directory's agree; then the data, straight into that buffer. When the npy
+ * layer objects, the member is still read through (into a scratch buffer) so that zip-level damage,
+ * the likelier cause, is what the message names. */
+static int read_member(zip_t *za, zip_uint64_t idx, const zip_stat_t *st, const char *label,
+                       mact_array *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    mstream s = {.label = label, .deflated = st->comp_method == ZIP_CM_DEFLATE, .usize = st->size,
+                 .crc = st->crc};
+    if (!(s.f = zip_fopen_index(za, idx, 0))) {
+        zip_error_t *ze = zip_get_error(za);
+        char msg[256];
+        zip_msg(zip_error_code_zip(ze), zip_error_code_system(ze), msg, sizeof msg);
+        if (zip_error_code_zip(ze) == ZIP_ER_MEMORY)
+            set_err(err, errlen, "%s: out of memory opening the member", label);
+        else /* what is left to fail here is finding the data behind the local header */
+            set_err(err, errlen, "%s: bad local header offset: libzip cannot read the local header (%s)",
+                    label, msg);
+        return -1;
+    }
+    const size_t total = (size_t)st->size; /* the caller checked it fits */
+    uint8_t pb[12], *hbuf = NULL, *raw = NULL;
+    size_t pre = 0, hlen = 0, pn = total < 10 ? total : 10;
+    npy_info info;
+    uLong crc = crc32_z(0L, Z_NULL, 0);
+    int rc = -1;
+
+    if (mread(&s, pb, pn) != pn) goto zip_fail;
+    if (total >= 12 && memcmp(pb, "\x93NUMPY", 6) == 0 && (pb[6] == 2 || pb[6] == 3)) {
+        if (mread(&s, pb + 10, 2) != 2) goto zip_fail;
+        pn = 12;
+    }
+    if (npy_preamble(pb, total, label, &pre, &hlen, err, errlen) != 0) {
+        crc = crc32_z(crc, pb, pn);
+        goto npy_fail;
+    }
+    if (!(hbuf = malloc(pre + hlen))) {
+        set_err(err, errlen, "%s: out of memory for a %zu-byte npy header", label, hlen);
+        goto done;
+    }
+    memcpy(hbuf, pb, pre);
+    if (mread(&s, hbuf + pre, hlen) != hlen) goto zip_fail;
+    crc = crc32_z(crc, hbuf, pre + hlen);
+    if (npy_dict(hbuf + pre, pre, hlen, total, label, &info, err, errlen) != 0) goto npy_fail;
+    if (info.nbytes) {
+        if (!(raw = malloc(info.nbytes))) {
+            set_err(err, errlen, "%s: out of memory allocating %zu bytes", label, info.nbytes);
+            goto done;
+        }
+        if (mread(&s, raw, info.nbytes) != info.nbytes) goto zip_fail;
+    }
+    mdrain(&s, &crc); /* nothing is left: this reaches the end, where libzip checks the CRC */
+    if (s.zerr == ZIP_ER_CRC && s.got == s.usize && info.nbytes) crc = crc32_z(crc, raw, info.nbytes);
+    if (mverdict(&s, (uint32_t)crc, err, errlen) != 0) goto done;
+    void *data = raw;
+    if (info.nbytes && needs_transpose(&info)) {
+        if (!(data = malloc(info.nbytes))) {
+            set_err(err, errlen, "%s: out of memory allocating %zu bytes", label, info.nbytes);
+            goto done;
+        }
+        size_t isz = elem_size(info.dtype);
+        fortran_to_c(raw, data, info.ndim, info.shape, isz, info.nbytes / isz);
+        free(raw);
+    }
+    raw = NULL;
+    fill_array(out, &info);
+    out->data = data;
+    rc = 0;
+    goto done;
+
+npy_fail: { /* err holds the npy message; a zip-level problem, if there is one, replaces it */
+    char zmsg[1024] = "";
+    mdrain(&s, &crc);
+    if (mverdict(&s, (uint32_t)crc, zmsg, sizeof zmsg) != 0) set_err(err, errlen, "%s", zmsg);
+    goto done;
+}
+zip_fail: /* a read came up short: the verdict names why */
+    if (mverdict(&s, (uint32_t)crc, err, errlen) == 0)
+        set_err(err, errlen, "%s: data ends after %llu bytes, declared %llu", label,
+                (unsigned long long)s.got, (unsigned long long)s.usize);
+done:
+    free(hbuf);
+    free(raw);
+    zip_fclose(s.f);
+    return rc;
+}
+
+static int cmp_stat_name(const void *a, const void *b)
+{
+    const zip_stat_t *x = *(const zip_stat_t *const *)a, *y = *(const zip_stat_t *const *)b;
     return strcmp(x->name, y->name);
 }
 
-static int inflate_member(const uint8_t *src, uint64_t csize, uint8_t *dst, uint64_t usize,
-                          const char *what, const char *member, char *err, size_t errlen)
+/* Printable copy of a member name for messages, so a corrupt name cannot garble them. */
+static void printable(const char *name, char *out, size_t cap)
 {
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) {
-        set_err(err, errlen, "%s: member '%s': inflateInit failed", what, member);
+    size_t n = 0;
+    for (; name[n] && n + 1 < cap; n++)
+        out[n] = ((unsigned char)name[n] >= 32 && (unsigned char)name[n] < 127) ? name[n] : '?';
+    out[n] = 0;
+}
+
+/* Every check that needs only the central directory, for every member, before any data is read or
+ * any array allocated; then each member in archive order. */
+static int read_archive(zip_t *za, size_t len, const char *what, mact_npz *out, char *err, size_t errlen)
+{
+    zip_int64_t ne = zip_get_num_entries(za, 0);
+    if (ne < 0 || (uint64_t)ne > len / CD_ENTRY_MIN) {
+        set_err(err, errlen, "%s: %lld entries cannot fit in a %zu-byte archive", what, (long long)ne, len);
         return -1;
     }
-    uint64_t in_left = csize, out_left = usize;
-    zs.next_in = (Bytef *)src;
-    zs.next_out = dst;
-    /* Once the declared size is produced, a one-byte probe buffer lets inflate reach the end-of-
-     * stream marker (success) or reveal that the data is longer than declared (corruption). */
-    uint8_t probe;
-    int probing = 0, zr;
-    for (;;) {
-        if (zs.avail_in == 0 && in_left) {
-            zs.avail_in = (uInt)(in_left < ZCHUNK ? in_left : ZCHUNK);
-            in_left -= zs.avail_in;
+    if (ne == 0) return 0;
+    size_t n = (size_t)ne;
+    zip_stat_t *st = calloc(n, sizeof *st);
+    const zip_stat_t **sorted = calloc(n, sizeof *sorted);
+    int rc = -1;
+    char member[320], label[1024];
+    if (!st || !sorted || !(out->arrays = calloc(n, sizeof *out->arrays))) {
+        set_err(err, errlen, "%s: out of memory for %zu members", what, n);
+        goto done;
+    }
+    const zip_uint64_t need = ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_CRC |
+                              ZIP_STAT_COMP_METHOD | ZIP_STAT_ENCRYPTION_METHOD;
+    uint64_t data_sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        zip_stat_t *s = &st[i];
+        /* raw names: the bytes numpy wrote (UTF-8), never a libzip CP437 conversion */
+        if (zip_stat_index(za, i, ZIP_FL_ENC_RAW, s) != 0 || (s->valid & need) != need || !s->name) {
+            set_err(err, errlen, "%s: central directory entry %zu is unreadable", what, i);
+            goto done;
         }
-        if (zs.avail_out == 0) {
-            if (out_left) {
-                zs.avail_out = (uInt)(out_left < ZCHUNK ? out_left : ZCHUNK);
-                out_left -= zs.avail_out;
-            } else if (!probing) {
-                probing = 1;
-                zs.next_out = &probe;
-                zs.avail_out = 1;
-            } else {
-                inflateEnd(&zs);
-                set_err(err, errlen, "%s: member '%s': deflate data longer than the declared %llu bytes",
-                        what, member, (unsigned long long)usize);
-                return -1;
-            }
+        sorted[i] = s;
+        printable(s->name, member, sizeof member);
+        size_t nlen = strlen(s->name);
+        unsigned long long usize = s->size, csize = s->comp_size;
+        if (s->encryption_method != ZIP_EM_NONE) {
+            set_err(err, errlen, "%s: member '%s' is encrypted", what, member);
+            goto done;
         }
-        zr = inflate(&zs, Z_NO_FLUSH);
-        if (zr == Z_STREAM_END) break;
-        if (zr == Z_BUF_ERROR && zs.avail_in == 0 && in_left == 0) {
-            uint64_t produced = probing ? usize : usize - out_left - zs.avail_out;
-            inflateEnd(&zs);
+        if (s->comp_method != ZIP_CM_STORE && s->comp_method != ZIP_CM_DEFLATE) {
+            set_err(err, errlen, "%s: member '%s' uses unsupported compression method %u", what, member,
+                    (unsigned)s->comp_method);
+            goto done;
+        }
+        if (nlen < 5 || strcmp(s->name + nlen - 4, ".npy") != 0) {
+            set_err(err, errlen, "%s: member '%s' is not a .npy file", what, member);
+            goto done;
+        }
+        if (s->comp_method == ZIP_CM_STORE && csize != usize) {
+            set_err(err, errlen, "%s: member '%s': stored sizes differ (%llu vs %llu)", what, member,
+                    csize, usize);
+            goto done;
+        }
+        if (csize > len) {
+            set_err(err, errlen, "%s: member '%s': data (%llu bytes) overruns the archive (%zu bytes)",
+                    what, member, csize, len);
+            goto done;
+        }
+        if (s->comp_method == ZIP_CM_DEFLATE && usize / MAX_DEFLATE_RATIO > csize + 1) {
             set_err(err, errlen,
-                    "%s: member '%s': deflate data truncated (%llu of %llu bytes produced)", what,
-                    member, (unsigned long long)produced, (unsigned long long)usize);
-            return -1;
+                    "%s: member '%s': declares %llu bytes from %llu compressed (impossible ratio)", what,
+                    member, usize, csize);
+            goto done;
         }
-        if (zr != Z_OK) {
-            const char *msg = zs.msg ? zs.msg : zError(zr);
-            set_err(err, errlen, "%s: member '%s': corrupt deflate data: %s", what, member, msg);
-            inflateEnd(&zs);
-            return -1;
+        if (usize > SIZE_MAX) {
+            set_err(err, errlen, "%s: member '%s': %llu bytes do not fit in memory here", what, member,
+                    usize);
+            goto done;
+        }
+        /* Members may not share data: together they fit in the archive (which, with the ratio above,
+         * bounds everything that will be allocated). Overlapping members are a known zip bomb. */
+        data_sum += csize;
+        if (data_sum > len) {
+            set_err(err, errlen,
+                    "%s: members' data adds up to more than the archive's %zu bytes (overlapping members)",
+                    what, len);
+            goto done;
         }
     }
-    uint64_t produced = probing ? usize + (zs.avail_out == 0) : usize - out_left - zs.avail_out;
-    inflateEnd(&zs);
-    if (produced > usize) {
-        set_err(err, errlen, "%s: member '%s': deflate data longer than the declared %llu bytes",
-                what, member, (unsigned long long)usize);
-        return -1;
+    qsort(sorted, n, sizeof *sorted, cmp_stat_name);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
+            printable(sorted[i]->name, member, sizeof member);
+            set_err(err, errlen, "%s: duplicate member '%s'", what, member);
+            goto done;
+        }
+    for (size_t i = 0; i < n; i++) {
+        printable(st[i].name, member, sizeof member);
+        snprintf(label, sizeof label, "%s: member '%s'", what, member);
+        mact_array *arr = &out->arrays[out->count];
+        if (read_member(za, i, &st[i], label, arr, err, errlen) != 0) goto done;
+        out->count++;
+        size_t nlen = strlen(st[i].name) - 4;
+        if (!(arr->name = malloc(nlen + 1))) {
+            set_err(err, errlen, "%s: out of memory", what);
+            goto done;
+        }
+        memcpy(arr->name, st[i].name, nlen);
+        arr->name[nlen] = 0;
     }
-    if (produced < usize) {
-        set_err(err, errlen, "%s: member '%s': deflate data ends after %llu bytes, declared %llu",
-                what, member, (unsigned long long)produced, (unsigned long long)usize);
-        return -1;
-    }
-    return 0;
+    rc = 0;
+done:
+    free(st);
+    free(sorted);
+    if (rc != 0) mact_npz_free(out);
+    return rc;
+}
+
+static zip_t *open_buffer(const uint8_t *buf, size_t len, int flags, zip_error_t *ze)
+{
+    zip_source_t *src = zip_source_buffer_create(buf, len, 0, ze);
+    if (!src) return NULL;
+    zip_t *za = zip_open_from_source(src, flags, ze);
+    if (!za) zip_source_free(src);
+    return za;
 }
 
 int mact_npz_parse(const uint8_t *buf, size_t len, const char *what, mact_npz *out,
@@ -725,235 +993,65 @@ int mact_npz_parse(const uint8_t *buf, size_t len, const char *what, mact_npz *o
         set_err(err, errlen, "%s: %zu bytes is too small to be a zip archive", what, len);
         return -1;
     }
-    /* The end record sits before an optional comment of up to 64 KiB; accept only a signature whose
-     * comment length reaches exactly the end of the file, so signature bytes inside data or the
-     * comment are not mistaken for it. */
-    size_t eocd = SIZE_MAX;
-    size_t lo = len - 22 > 65535 ? len - 22 - 65535 : 0;
-    for (size_t i = len - 22 + 1; i-- > lo;) {
-        if (rd32(buf + i) == SIG_EOCD && i + 22 + rd16(buf + i + 20) == len) {
-            eocd = i;
-            break;
-        }
+    /* The normal path: libzip with its consistency check (every local header read and compared with
+     * the central directory, no stray bytes around the end records). */
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_t *za = open_buffer(buf, len, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    if (za) {
+        zip_error_fini(&ze);
+        int rc = read_archive(za, len, what, out, err, errlen);
+        zip_discard(za);
+        return rc;
     }
-    if (eocd == SIZE_MAX) {
-        set_err(err, errlen, "%s: no zip end-of-central-directory record (not a zip archive, or truncated)",
-                what);
+    int strict = zip_error_code_zip(&ze), strict_sys = zip_error_code_system(&ze);
+    zip_error_fini(&ze);
+    if (strict == ZIP_ER_MEMORY) {
+        set_err(err, errlen, "%s: out of memory reading the zip directory", what);
         return -1;
     }
-    const uint8_t *e = buf + eocd;
-    uint64_t n_disk = rd16(e + 8), n_total = rd16(e + 10), cd_size = rd32(e + 12),
-             cd_off = rd32(e + 16);
-    unsigned disk = rd16(e + 4), cd_disk = rd16(e + 6);
-    size_t cd_limit = eocd; /* the central directory must end before the end records */
-    if (eocd >= 20 && rd32(buf + eocd - 20) == SIG_LOC64) {
-        const uint8_t *l = buf + eocd - 20;
-        uint64_t z64 = rd64(l + 8);
-        if (rd32(l + 4) != 0 || rd32(l + 16) > 1) {
+    /* Refused. Find the most specific reason: open without the consistency check and read every
+     * member, whose checks name a member and what is wrong with it; the consistency failure itself is
+     * reported only when nothing more specific turns up. */
+    char msg[256];
+    zip_error_init(&ze);
+    za = open_buffer(buf, len, ZIP_RDONLY, &ze);
+    if (!za) {
+        int code = zip_error_code_zip(&ze);
+        zip_msg(code, zip_error_code_system(&ze), msg, sizeof msg);
+        zip_error_fini(&ze);
+        if (code == ZIP_ER_MEMORY)
+            set_err(err, errlen, "%s: out of memory reading the zip directory", what);
+        else if (describe_end_records(buf, len, what, 0, err, errlen))
+            ;
+        else if (code == ZIP_ER_MULTIDISK)
             set_err(err, errlen, "%s: multi-disk zip archives are not supported", what);
-            return -1;
-        }
-        if (z64 > eocd - 20 || eocd - 20 - z64 < 56 || rd32(buf + z64) != SIG_EOCD64) {
-            set_err(err, errlen, "%s: zip64 end record missing or out of place (offset %llu)", what,
-                    (unsigned long long)z64);
-            return -1;
-        }
-        const uint8_t *z = buf + z64;
-        disk = rd32(z + 16);
-        cd_disk = rd32(z + 20);
-        n_disk = rd64(z + 24);
-        n_total = rd64(z + 32);
-        cd_size = rd64(z + 40);
-        cd_off = rd64(z + 48);
-        cd_limit = (size_t)z64;
-    } else if (n_total == 0xFFFF || cd_size == U32MAX || cd_off == U32MAX) {
-        set_err(err, errlen, "%s: zip end record needs zip64 but the zip64 locator is missing", what);
+        else if (code == ZIP_ER_NOENT) /* libzip's lookup of the extra field the entry needs */
+            set_err(err, errlen,
+                    "%s: corrupt central directory: an entry's sizes or offset say zip64 but it has no zip64 "
+                    "extra field (libzip: %s)", what, msg);
+        else
+            set_err(err, errlen, "%s: corrupt central directory (libzip: %s)", what, msg);
         return -1;
     }
-    if (disk != 0 || cd_disk != 0 || n_disk != n_total) {
-        set_err(err, errlen, "%s: multi-disk zip archives are not supported", what);
-        return -1;
-    }
-    if (cd_off > cd_limit || cd_size > cd_limit - cd_off) {
-        set_err(err, errlen,
-                "%s: central directory (offset %llu, %llu bytes) lies outside the archive (%zu bytes)",
-                what, (unsigned long long)cd_off, (unsigned long long)cd_size, cd_limit);
-        return -1;
-    }
-    if (n_total > cd_size / 46) {
-        set_err(err, errlen, "%s: %llu entries cannot fit in a %llu-byte central directory", what,
-                (unsigned long long)n_total, (unsigned long long)cd_size);
-        return -1;
-    }
-    if (n_total == 0) return 0;
-    out->arrays = calloc((size_t)n_total, sizeof *out->arrays);
-    if (!out->arrays) {
-        set_err(err, errlen, "%s: out of memory", what);
-        return -1;
-    }
-
-    size_t p = (size_t)cd_off, cd_end = (size_t)(cd_off + cd_size);
-    char member[320];
-    for (uint64_t k = 0; k < n_total; k++) {
-        if (cd_end - p < 46 || rd32(buf + p) != SIG_CENTRAL) {
-            set_err(err, errlen, "%s: central directory entry %llu is corrupt (offset %zu)", what,
-                    (unsigned long long)k, p);
-            goto fail;
-        }
-        const uint8_t *c = buf + p;
-        unsigned flags = rd16(c + 8), method = rd16(c + 10);
-        uint32_t crc = rd32(c + 16);
-        uint64_t csize = rd32(c + 20), usize = rd32(c + 24);
-        size_t nlen = rd16(c + 28), xlen = rd16(c + 30), clen = rd16(c + 32);
-        uint64_t loff = rd32(c + 42);
-        unsigned dstart = rd16(c + 34);
-        if (cd_end - p - 46 < nlen + xlen + clen) {
-            set_err(err, errlen, "%s: central directory entry %llu runs past the directory", what,
-                    (unsigned long long)k);
-            goto fail;
-        }
-        const uint8_t *name = c + 46, *extra = name + nlen;
-        /* Name for messages: printable prefix only, so a corrupt name cannot garble the message. */
-        size_t ml = nlen < sizeof member - 1 ? nlen : sizeof member - 1;
-        for (size_t i = 0; i < ml; i++) member[i] = (name[i] >= 32 && name[i] < 127) ? (char)name[i] : '?';
-        member[ml] = 0;
-
-        /* zip64 extra: the 64-bit values appear, in this order, only for the fields that are
-         * saturated in the fixed record. */
-        for (size_t x = 0; x + 4 <= xlen;) {
-            unsigned id = rd16(extra + x), sz = rd16(extra + x + 2);
-            if (x + 4 + sz > xlen) {
-                set_err(err, errlen, "%s: member '%s': extra field runs past its record", what, member);
-                goto fail;
-            }
-            if (id == 0x0001) {
-                const uint8_t *q = extra + x + 4;
-                size_t left = sz;
-                uint64_t *fields[3] = {&usize, &csize, &loff};
-                for (int f = 0; f < 3; f++) {
-                    if (*fields[f] != U32MAX) continue;
-                    if (left < 8) {
-                        set_err(err, errlen, "%s: member '%s': truncated zip64 extra field", what, member);
-                        goto fail;
-                    }
-                    *fields[f] = rd64(q);
-                    q += 8;
-                    left -= 8;
-                }
-                if (dstart == 0xFFFF && left >= 4) dstart = (unsigned)rd32(q);
-            }
-            x += 4 + sz;
-        }
-        if (dstart != 0) {
-            set_err(err, errlen, "%s: member '%s' starts on another disk", what, member);
-            goto fail;
-        }
-        if (flags & 1) {
-            set_err(err, errlen, "%s: member '%s' is encrypted", what, member);
-            goto fail;
-        }
-        if (method != 0 && method != 8) {
-            set_err(err, errlen, "%s: member '%s' uses unsupported compression method %u", what,
-                    member, method);
-            goto fail;
-        }
-        if (nlen < 5 || memcmp(name + nlen - 4, ".npy", 4) != 0 || memchr(name, 0, nlen)) {
-            set_err(err, errlen, "%s: member '%s' is not a .npy file", what, member);
-            goto fail;
-        }
-
-        /* The local header repeats name and method; sizes there may be zero (data descriptor) or
-         * saturated (numpy's forced zip64), so the central directory is authoritative for them. */
-        if (loff > cd_off || cd_off - loff < 30 || rd32(buf + loff) != SIG_LOCAL) {
-            set_err(err, errlen, "%s: member '%s': bad local header offset %llu", what, member,
-                    (unsigned long long)loff);
-            goto fail;
-        }
-        const uint8_t *lh = buf + loff;
-        size_t lnlen = rd16(lh + 26), lxlen = rd16(lh + 28);
-        uint64_t data = loff + 30 + lnlen + lxlen;
-        if (data > cd_off || csize > cd_off - data) {
-            set_err(err, errlen, "%s: member '%s': data (offset %llu, %llu bytes) overruns the archive",
-                    what, member, (unsigned long long)data, (unsigned long long)csize);
-            goto fail;
-        }
-        if (lnlen != nlen || memcmp(lh + 30, name, nlen) != 0 || rd16(lh + 8) != method) {
-            set_err(err, errlen, "%s: member '%s': local header disagrees with the central directory",
-                    what, member);
-            goto fail;
-        }
-        const uint8_t *src = buf + data;
-        mact_array *arr = &out->arrays[out->count];
-        uint8_t *raw = NULL;
-        if (method == 0) {
-            if (csize != usize) {
-                set_err(err, errlen, "%s: member '%s': stored sizes differ (%llu vs %llu)", what,
-                        member, (unsigned long long)csize, (unsigned long long)usize);
-                goto fail;
-            }
-        } else {
-            if (usize / MAX_DEFLATE_RATIO > csize + 1) {
-                set_err(err, errlen,
-                        "%s: member '%s': declares %llu bytes from %llu compressed (impossible ratio)",
-                        what, member, (unsigned long long)usize, (unsigned long long)csize);
-                goto fail;
-            }
-            if (usize > SIZE_MAX - 1 || !(raw = malloc(usize ? (size_t)usize : 1))) {
-                set_err(err, errlen, "%s: member '%s': out of memory for %llu bytes", what, member,
-                        (unsigned long long)usize);
-                goto fail;
-            }
-            if (inflate_member(src, csize, raw, usize, what, member, err, errlen) != 0) {
-                free(raw);
-                goto fail;
-            }
-        }
-        const uint8_t *plain = raw ? raw : src;
-        uint32_t got = (uint32_t)crc32_z(0L, plain, (z_size_t)usize);
-        if (got != crc) {
-            free(raw);
-            set_err(err, errlen, "%s: member '%s': CRC mismatch (stored %08x, computed %08x)", what,
-                    member, (unsigned)crc, (unsigned)got);
-            goto fail;
-        }
-        char label[1024];
-        snprintf(label, sizeof label, "%s: member '%s'", what, member);
-        int rc = raw ? npy_adopt(raw, (size_t)usize, label, arr, err, errlen)
-                     : mact_npy_parse(src, (size_t)usize, label, arr, err, errlen);
-        if (rc != 0) goto fail;
-        out->count++;
-        if (!(arr->name = malloc(nlen - 3))) {
-            set_err(err, errlen, "%s: out of memory", what);
-            goto fail;
-        }
-        memcpy(arr->name, name, nlen - 4);
-        arr->name[nlen - 4] = 0;
-        p += 46 + nlen + xlen + clen;
-    }
-    if (p != cd_end) {
-        set_err(err, errlen, "%s: central directory has %zu trailing bytes after %llu entries", what,
-                cd_end - p, (unsigned long long)n_total);
-        goto fail;
-    }
-    if (out->count > 1) {
-        mact_array **sorted = malloc(out->count * sizeof *sorted);
-        if (!sorted) {
-            set_err(err, errlen, "%s: out of memory", what);
-            goto fail;
-        }
-        for (size_t i = 0; i < out->count; i++) sorted[i] = &out->arrays[i];
-        qsort(sorted, out->count, sizeof *sorted, cmp_name_ptr);
-        for (size_t i = 1; i < out->count; i++)
-            if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
-                set_err(err, errlen, "%s: duplicate member '%s.npy'", what, sorted[i]->name);
-                free(sorted);
-                goto fail;
-            }
-        free(sorted);
-    }
-    return 0;
-fail:
+    zip_error_fini(&ze);
+    int rc = read_archive(za, len, what, out, err, errlen);
+    zip_discard(za);
+    if (rc != 0) return -1;
     mact_npz_free(out);
+    zip_msg(strict, strict_sys, msg, sizeof msg);
+    if (describe_end_records(buf, len, what, 1, err, errlen))
+        ;
+    else if (strict == ZIP_ER_NOZIP) /* what libzip's check reports for a local header out of place */
+        set_err(err, errlen,
+                "%s: bad local header offset: a member's local header is missing, or its data runs into "
+                "the central directory (libzip: %s)", what, msg);
+    else if (strict == ZIP_ER_INCONS)
+        set_err(err, errlen,
+                "%s: a local header disagrees with the central directory (name, method, time, CRC or "
+                "sizes; libzip: %s)", what, msg);
+    else
+        set_err(err, errlen, "%s: fails libzip's consistency check: %s", what, msg);
     return -1;
 }
 
@@ -981,300 +1079,6 @@ void mact_npz_free(mact_npz *z)
     for (size_t i = 0; i < z->count; i++) mact_array_free(&z->arrays[i]);
     free(z->arrays);
     memset(z, 0, sizeof *z);
-}
-
-/* ---------------------------------------------------------------- zip writing */
-
-typedef struct {
-    FILE *f;
-    uint64_t pos; /* bytes written so far == current offset (we never seek except to patch) */
-    int failed, saved_errno;
-} zout;
-
-static void zput(zout *z, const void *p, size_t n)
-{
-    if (z->failed || n == 0) return;
-    if (fwrite(p, 1, n, z->f) != n) {
-        z->failed = 1;
-        z->saved_errno = errno;
-        return;
-    }
-    z->pos += n;
-}
-
-static void wr16(uint8_t *p, unsigned v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void wr64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-typedef struct {
-    char *mname;
-    size_t mlen;
-    uint64_t off, csize, usize;
-    uint32_t crc;
-    unsigned method, gpflags;
-    int z64;
-} zentry;
-
-/* Fixed DOS timestamp (1980-01-01 00:00) so identical arrays give identical files. */
-#define DOS_TIME 0
-#define DOS_DATE 0x21
-
-/* Feeds header then payload through deflate (or straight to the file), computing the CRC. */
-static int zwrite_payload(zout *z, const uint8_t *hdr, size_t hl, const uint8_t *data, size_t dn,
-                          int deflate_it, zentry *ze, const char *path, char *err, size_t errlen)
-{
-    uLong crc = crc32_z(0L, hdr, hl);
-    if (dn) {
-        for (size_t o = 0; o < dn; o += ZCHUNK) {
-            size_t n = dn - o < ZCHUNK ? dn - o : ZCHUNK;
-            crc = crc32_z(crc, data + o, n);
-        }
-    }
-    ze->crc = (uint32_t)crc;
-    uint64_t start = z->pos;
-    if (!deflate_it) {
-        zput(z, hdr, hl);
-        zput(z, data, dn);
-        ze->csize = z->pos - start;
-        return 0;
-    }
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-        set_err(err, errlen, "%s: member '%s': deflateInit failed", path, ze->mname);
-        return -1;
-    }
-    enum { OUTCAP = 1 << 18 };
-    uint8_t *obuf = malloc(OUTCAP);
-    if (!obuf) {
-        deflateEnd(&zs);
-        set_err(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    const uint8_t *pieces[2] = {hdr, data};
-    size_t lens[2] = {hl, dn};
-    int zr = Z_OK;
-    for (int piece = 0; piece < 2; piece++) {
-        size_t off = 0;
-        do {
-            size_t n = lens[piece] - off < ZCHUNK ? lens[piece] - off : ZCHUNK;
-            zs.next_in = (Bytef *)(pieces[piece] ? pieces[piece] + off : hdr);
-            zs.avail_in = (uInt)n;
-            off += n;
-            int flush = (piece == 1 && off == lens[piece]) ? Z_FINISH : Z_NO_FLUSH;
-            do {
-                zs.next_out = obuf;
-                zs.avail_out = OUTCAP;
-                zr = deflate(&zs, flush);
-                if (zr == Z_STREAM_ERROR) break;
-                zput(z, obuf, OUTCAP - zs.avail_out);
-            } while (zs.avail_out == 0 || (flush == Z_FINISH && zr != Z_STREAM_END));
-        } while (off < lens[piece] && zr != Z_STREAM_ERROR);
-    }
-    free(obuf);
-    deflateEnd(&zs);
-    if (zr != Z_STREAM_END) {
-        set_err(err, errlen, "%s: member '%s': deflate failed (%d)", path, ze->mname, zr);
-        return -1;
-    }
-    ze->csize = z->pos - start;
-    return 0;
-}
-
-int mact_npz_write(const char *path, const mact_array *arrays, size_t n, int flags, char *err,
-                   size_t errlen)
-{
-    const int deflate_it = (flags & 0xff) != 0, force64 = (flags & MACT_NPZ_ZIP64) != 0;
-    if (n && !arrays) {
-        set_err(err, errlen, "%s: arrays is NULL", path);
-        return -1;
-    }
-    char what[512];
-    for (size_t i = 0; i < n; i++) {
-        const char *nm = arrays[i].name;
-        if (!nm || !*nm) {
-            set_err(err, errlen, "%s: array %zu has no name", path, i);
-            return -1;
-        }
-        if (strlen(nm) > 65535 - 4) {
-            set_err(err, errlen, "%s: array %zu: name too long for zip", path, i);
-            return -1;
-        }
-        snprintf(what, sizeof what, "%.250s: array '%.250s'", path, nm);
-        if (validate_for_write(&arrays[i], what, err, errlen) != 0) return -1;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(arrays[j].name, nm) == 0) {
-                set_err(err, errlen, "%s: duplicate array name '%s'", path, nm);
-                return -1;
-            }
-    }
-    zentry *ents = calloc(n ? n : 1, sizeof *ents);
-    if (!ents) {
-        set_err(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    zout z = {0};
-    int rc = -1;
-    if (!(z.f = fopen(path, "wb"))) {
-        set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-        free(ents);
-        return -1;
-    }
-    uint8_t rec[128];
-    for (size_t i = 0; i < n; i++) {
-        const mact_array *a = &arrays[i];
-        zentry *ze = &ents[i];
-        uint8_t hdr[NPY_HDR_CAP];
-        size_t hl = npy_build_header(a, hdr);
-        ze->mlen = strlen(a->name) + 4;
-        if (!(ze->mname = malloc(ze->mlen + 1))) {
-            set_err(err, errlen, "%s: out of memory", path);
-            goto done;
-        }
-        snprintf(ze->mname, ze->mlen + 1, "%s.npy", a->name);
-        ze->usize = hl + a->nbytes;
-        ze->method = deflate_it ? 8 : 0;
-        ze->off = z.pos;
-        for (size_t k = 0; k < ze->mlen; k++)
-            if ((unsigned char)ze->mname[k] >= 0x80) ze->gpflags |= 0x800; /* UTF-8 name */
-        /* The local header is written before the compressed size is known, so decide zip64 from
-         * the worst case deflate can produce (~0.03% growth plus block overhead). */
-        uint64_t worst = ze->usize + (ze->usize >> 12) + (ze->usize >> 14) + 1024;
-        ze->z64 = force64 || worst >= U32MAX;
-
-        wr32(rec, SIG_LOCAL);
-        wr16(rec + 4, ze->z64 ? 45 : 20);
-        wr16(rec + 6, ze->gpflags);
-        wr16(rec + 8, ze->method);
-        wr16(rec + 10, DOS_TIME);
-        wr16(rec + 12, DOS_DATE);
-        wr32(rec + 14, 0);                                   /* CRC, patched below */
-        wr32(rec + 18, ze->z64 ? U32MAX : 0);                /* csize, patched below */
-        wr32(rec + 22, ze->z64 ? U32MAX : (uint32_t)ze->usize);
-        wr16(rec + 26, (unsigned)ze->mlen);
-        wr16(rec + 28, ze->z64 ? 20 : 0);
-        zput(&z, rec, 30);
-        zput(&z, ze->mname, ze->mlen);
-        if (ze->z64) {
-            wr16(rec, 1);
-            wr16(rec + 2, 16);
-            wr64(rec + 4, ze->usize);
-            wr64(rec + 12, 0);                               /* csize, patched below */
-            zput(&z, rec, 20);
-        }
-        if (z.failed) break;
-        if (zwrite_payload(&z, hdr, hl, a->data, a->nbytes, deflate_it, ze, path, err, errlen) != 0)
-            goto done;
-        if (z.failed) break;
-        /* Patch CRC and compressed size now that they are known. */
-        uint64_t resume = z.pos;
-        wr32(rec, ze->crc);
-        if (fseeko(z.f, (off_t)(ze->off + 14), SEEK_SET) != 0 || fwrite(rec, 1, 4, z.f) != 4) goto ioerr;
-        if (ze->z64) {
-            wr64(rec, ze->csize);
-            if (fseeko(z.f, (off_t)(ze->off + 30 + ze->mlen + 12), SEEK_SET) != 0 ||
-                fwrite(rec, 1, 8, z.f) != 8)
-                goto ioerr;
-        } else {
-            wr32(rec, (uint32_t)ze->csize);
-            if (fseeko(z.f, (off_t)(ze->off + 18), SEEK_SET) != 0 || fwrite(rec, 1, 4, z.f) != 4)
-                goto ioerr;
-        }
-        if (fseeko(z.f, (off_t)resume, SEEK_SET) != 0) goto ioerr;
-    }
-    uint64_t cd_off = z.pos;
-    for (size_t i = 0; i < n && !z.failed; i++) {
-        zentry *ze = &ents[i];
-        int big_u = force64 || ze->usize >= U32MAX, big_c = force64 || ze->csize >= U32MAX,
-            big_o = force64 || ze->off >= U32MAX;
-        unsigned xlen = (big_u || big_c || big_o) ? 4 + 8 * (unsigned)(big_u + big_c + big_o) : 0;
-        unsigned need = (xlen || ze->z64) ? 45 : 20;
-        wr32(rec, SIG_CENTRAL);
-        wr16(rec + 4, (3u << 8) | need); /* made by Unix, so the mode bits below are honoured */
-        wr16(rec + 6, need);
-        wr16(rec + 8, ze->gpflags);
-        wr16(rec + 10, ze->method);
-        wr16(rec + 12, DOS_TIME);
-        wr16(rec + 14, DOS_DATE);
-        wr32(rec + 16, ze->crc);
-        wr32(rec + 20, big_c ? U32MAX : (uint32_t)ze->csize);
-        wr32(rec + 24, big_u ? U32MAX : (uint32_t)ze->usize);
-        wr16(rec + 28, (unsigned)ze->mlen);
-        wr16(rec + 30, xlen);
-        wr16(rec + 32, 0);
-        wr16(rec + 34, 0);
-        wr16(rec + 36, 0);
-        wr32(rec + 38, 0100644u << 16);
-        wr32(rec + 42, big_o ? U32MAX : (uint32_t)ze->off);
-        zput(&z, rec, 46);
-        zput(&z, ze->mname, ze->mlen);
-        if (xlen) {
-            uint8_t x[28];
-            size_t q = 4;
-            wr16(x, 1);
-            wr16(x + 2, xlen - 4);
-            if (big_u) { wr64(x + q, ze->usize); q += 8; }
-            if (big_c) { wr64(x + q, ze->csize); q += 8; }
-            if (big_o) { wr64(x + q, ze->off); q += 8; }
-            zput(&z, x, q);
-        }
-    }
-    uint64_t cd_size = z.pos - cd_off;
-    int z64end = force64 || n >= 0xFFFF || cd_off >= U32MAX || cd_size >= U32MAX;
-    if (z64end) {
-        uint64_t rec64 = z.pos;
-        wr32(rec, SIG_EOCD64);
-        wr64(rec + 4, 44);
-        wr16(rec + 12, (3u << 8) | 45);
-        wr16(rec + 14, 45);
-        wr32(rec + 16, 0);
-        wr32(rec + 20, 0);
-        wr64(rec + 24, n);
-        wr64(rec + 32, n);
-        wr64(rec + 40, cd_size);
-        wr64(rec + 48, cd_off);
-        zput(&z, rec, 56);
-        wr32(rec, SIG_LOC64);
-        wr32(rec + 4, 0);
-        wr64(rec + 8, rec64);
-        wr32(rec + 16, 1);
-        zput(&z, rec, 20);
-    }
-    wr32(rec, SIG_EOCD);
-    wr16(rec + 4, 0);
-    wr16(rec + 6, 0);
-    wr16(rec + 8, z64end ? 0xFFFF : (unsigned)n);
-    wr16(rec + 10, z64end ? 0xFFFF : (unsigned)n);
-    wr32(rec + 12, z64end ? U32MAX : (uint32_t)cd_size);
-    wr32(rec + 16, z64end ? U32MAX : (uint32_t)cd_off);
-    wr16(rec + 20, 0);
-    zput(&z, rec, 22);
-    if (z.failed) {
-        set_err(err, errlen, "%s: write failed: %s", path, strerror(z.saved_errno));
-        goto done;
-    }
-    rc = 0;
-    goto done;
-ioerr:
-    set_err(err, errlen, "%s: write failed: %s", path, strerror(errno));
-done:
-    if (fclose(z.f) != 0 && rc == 0) {
-        set_err(err, errlen, "%s: write failed: %s", path, strerror(errno));
-        rc = -1;
-    }
-    if (rc != 0) {
-        if (z.failed) set_err(err, errlen, "%s: write failed: %s", path, strerror(z.saved_errno));
-        remove(path);
-    }
-    for (size_t i = 0; i < n; i++) free(ents[i].mname);
-    free(ents);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- conversion */
@@ -1368,3 +1172,4 @@ int mact_array_to_f32(const mact_array *a, float **out, size_t *count, char *err
     if (count) *count = numel;
     return 0;
 }
+

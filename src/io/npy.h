@@ -1,12 +1,17 @@
-/* .npy / .npz reading and writing for golden files and tensor dumps.
+/* .npy / .npz reading for golden files and tensor dumps (writing, development code, is
+ * src/dev/npz_write.h).
  *
  * Supported element types (little-endian): f4 f8 f2 i8 i4 i2 i1 u1 u2 u4 u8 b1, mapped onto the
  * MACT_* dtype enum of safetensors.h. Big-endian, structured and object arrays are rejected.
  * fortran_order=True arrays are accepted and transposed to C order on read, so a mact_array is always
  * C-contiguous; writers always produce C order.
  *
- * npz: members stored (method 0) or deflated (method 8), zip64 extra fields and the zip64 end record
- * understood (numpy always writes zip64 local headers), every member CRC-checked.
+ * npz: the zip layer is libzip. Members stored (method 0) or deflated (method 8), data descriptors, zip64
+ * extra fields and the zip64 end record are accepted (numpy writes zip64 local headers), every member is
+ * CRC-checked and the archive must pass libzip's consistency check (local headers agree with the central
+ * directory). Sizes are bounded before anything is allocated: member count by the directory size, each
+ * member's size by the archive (stored) or deflate's 1032:1 limit, the members' data together by the
+ * archive, and a member's size must equal what its npy header needs.
  *
  * All functions returning int give 0 on success and -1 on error, with a message naming the file,
  * member and problem written into err (when err != NULL and errlen > 0). On error the output
@@ -46,8 +51,6 @@ int mact_npy_read(const char *path, mact_array *out, char *err, size_t errlen);
 /* Parses a complete .npy image held in memory (copies the data out); `what` labels messages. */
 int mact_npy_parse(const uint8_t *buf, size_t len, const char *what, mact_array *out,
                    char *err, size_t errlen);
-/* Writes arr as a .npy file (format 1.0, 2.0 when the header needs it); arr->name is ignored. */
-int mact_npy_write(const char *path, const mact_array *arr, char *err, size_t errlen);
 
 /* Reads every member of an .npz archive. */
 int mact_npz_read(const char *path, mact_npz *out, char *err, size_t errlen);
@@ -59,16 +62,14 @@ const mact_array *mact_npz_find(const mact_npz *z, const char *name);
 /* Frees every member and zeroes *z (NULL-safe). */
 void mact_npz_free(mact_npz *z);
 
-/* `flags` for mact_npz_write: 0 stores members; MACT_NPZ_DEFLATE (or any other non-zero value in
- * the low byte, so a plain boolean `compress` works) deflates them like numpy.savez_compressed.
- * MACT_NPZ_ZIP64 forces zip64 records everywhere (local and central extra fields plus the zip64 end
- * record), which otherwise appear only when a size or offset needs them; it exists to exercise
- * readers on small files. */
-#define MACT_NPZ_DEFLATE 0x001
-#define MACT_NPZ_ZIP64   0x100
-/* Writes arrays[0..n) as members "<name>.npy"; names must be non-empty and distinct. */
-int mact_npz_write(const char *path, const mact_array *arrays, size_t n, int flags,
-                   char *err, size_t errlen);
+/* Checks that a is self-consistent: a known dtype, 0..MACT_NPY_MAX_DIMS non-negative dims, nbytes equal to
+ * product(shape) * itemsize, data non-NULL when nbytes > 0. Messages start with `what`. */
+int mact_array_check(const mact_array *a, const char *what, char *err, size_t errlen);
+/* numpy's descr of dtype ("<f4", "|u1", "|b1", ...) into out (at least 8 bytes); -1 for BF16, which
+ * numpy lacks, and unknown values. One table serves the reader here and the writer in src/dev. */
+int mact_npy_descr(int dtype, char *out, size_t cap);
+/* A shape in Python's tuple syntax, as npy headers write it: "()", "(3,)", "(2, 3)". */
+void mact_npy_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape);
 
 /* Converts count elements of any MACT_* dtype (incl. BF16/F16, bool -> 0/1) at src (any alignment)
  * to float32. Returns -1 only for an unknown dtype. */
