@@ -86,7 +86,7 @@ MACT_API const char *mact_version(void);
 typedef struct mact_model mact_model;
 typedef struct mact_session mact_session;
 
-/* How the 2x2 attention pooling treats the padded row/column (spec 7.3). */
+/* How the 2x2 attention pooling treats the padded row/column (docs/spec/molmoact2.md 7.3). */
 typedef enum {
     MACT_POOL_FROM_CONFIG = 0, /* adapter_config.pooling_attention_mask / attn_implementation */
     MACT_POOL_SDPA,
@@ -94,7 +94,7 @@ typedef enum {
     MACT_POOL_NONE,
 } mact_pool_mask;
 
-/* Which prompt tokens the action expert's cross-attention may see (spec 4.6). */
+/* Which prompt tokens the action expert's cross-attention may see (docs/spec/molmoact2.md 4.6). */
 typedef enum {
     MACT_ENC_FROM_CONFIG = 0,  /* follows action_mode */
     MACT_ENC_ALL,

@@ -18,7 +18,7 @@ extern "C" {
 /* pixel_values [n_img, n_patches, patch_dim] -> image_embeds [n_img * K, d_model]. */
 MACT_API mact_status mact_vision(mact_session *s, const float *pixel_values, int n_img, float *image_embeds);
 
-/* Token ids [n] -> attention bias [n, n] (0 or -FLT_MAX) per spec 3.6. */
+/* Token ids [n] -> attention bias [n, n] (0 or -FLT_MAX) per docs/spec/molmoact2.md 3.6. */
 MACT_API mact_status mact_attention_bias(mact_session *s, const int64_t *ids, int n, float *bias);
 /* Token ids [n] -> the action expert's encoder mask [n] (1 = visible) per the model's encoder mask mode. */
 MACT_API mact_status mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_t *mask);

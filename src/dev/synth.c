@@ -1,5 +1,5 @@
 /* Random MolmoAct2 checkpoints from C: see synth.h for the contract, the presets and the token layout.
- * Layout sources: docs/design.md (names, dtypes, config.json), shared/spec/molmoact2.md sections 1-2
+ * Layout sources: docs/design.md (names, dtypes, config.json), docs/spec/molmoact2.md sections 1-2
  * (shapes), 4.2 (token ids), 4.4 (norm_stats.json), and the tensor table of src/model.c. */
 #include "dev/synth.h"
 
@@ -553,7 +553,7 @@ static int write_safetensors(const char *dir, const tlist *L, uint64_t seed, con
 }
 
 /* ------------------------------------------------------------------------------------------------
- * config.json (HF MolmoAct2Config, spec section 8) */
+ * config.json (HF MolmoAct2Config, docs/spec/molmoact2.md section 8) */
 
 static cJSON *ints_array(const int *v, int n)
 {
@@ -654,7 +654,7 @@ static cJSON *make_config(const preset *p, int mode)
     cJSON_AddBoolToObject(c, "tie_word_embeddings", 0);
     cJSON_AddBoolToObject(c, "use_grid_token_sampler", 1);
     cJSON_AddNumberToObject(c, "grid_token_sampler_num_tokens", p->sampler_k);
-    /* token ids: image tokens at vocab_size + index (spec 4.2), the rest per synth.h's layout */
+    /* token ids: image tokens at vocab_size + index (docs/spec/molmoact2.md 4.2), the rest per synth.h's layout */
     int64_t V = id.V;
     struct { const char *k; int64_t v; } ids[] = {
         {"image_start_token_id", V + 0}, {"image_end_token_id", V + 1}, {"image_patch_id", V + 2},
@@ -671,7 +671,7 @@ static cJSON *make_config(const preset *p, int mode)
 }
 
 /* ------------------------------------------------------------------------------------------------
- * norm_stats.json (spec 4.4) */
+ * norm_stats.json (docs/spec/molmoact2.md 4.4) */
 
 typedef struct { const char *name; double lo, hi; int kind; } dim_range;  /* typical q01 / q99 */
 enum { DIM_PLAIN = 0, DIM_BINARY, DIM_NONNEG };  /* BINARY: exactly lo/hi (gripper -1/+1); NONNEG: >= 0 */

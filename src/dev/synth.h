@@ -9,7 +9,7 @@
  *           norm tag "libero".
  *   wide    the real widths and head counts (ViT 1152, LLM 2560 / 32 / 8 x 128, expert 768 / 8 x 96) with
  *           2 layers per component and tiny's vocab: the real GEMM shapes in ~0.7 GB.
- *   libero  full MolmoAct2-LIBERO-LP-VTP-SD shapes (spec section 1): ViT 1152 x 10 stored layers,
+ *   libero  full MolmoAct2-LIBERO-LP-VTP-SD shapes (docs/spec/molmoact2.md section 1): ViT 1152 x 10 stored layers,
  *           taps [-1,-4], LLM 2560 x 36 layers, vocab 154624 + 128, action expert 768 x 36 layers,
  *           sampler K=16 / C=2560, 2 flow steps, norm tag "libero" (state 8, action 7, horizon 10).
  *   so101   libero's shapes with 10 flow steps and norm tag "so100_so101_molmoact2" (state and
@@ -32,7 +32,7 @@
  *                     <state_end> <action_start> <action_end> <action_output>,
  *                     <state_0> .. <state_{num_state_tokens-1}>  (state_token_start_id = P + 12)
  *   vocab_size + 0..8 <im_start> <im_end> <im_patch> <im_col> <low_res_im_start> <|image|> <im_low>
- *                     <frame_start> <frame_end> (spec 4.2; rows of new_embedding)
+ *                     <frame_start> <frame_end> (docs/spec/molmoact2.md 4.2; rows of new_embedding)
  * The vocab and the added tokens are contiguous, so HF `tokenizers` (which renumbers added tokens
  * consecutively after the model vocab) gives the same ids as the file states.
  *

@@ -1,5 +1,5 @@
 /* Camera frame -> pixel_values: PNG/JPEG decoding, torchvision-exact bilinear resize, normalisation
- * and patchify (spec 4.1). See image.h for the contracts. */
+ * and patchify (docs/spec/molmoact2.md 4.1). See image.h for the contracts. */
 #include "io/image.h"
 
 #include <errno.h>

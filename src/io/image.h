@@ -1,4 +1,4 @@
-/* Camera frame -> pixel_values (spec 4.1).
+/* Camera frame -> pixel_values (docs/spec/molmoact2.md 4.1).
  *
  * Pipeline: decode (PNG / JPEG) or take a raw HxWx3 array -> RGB uint8 -> bilinear resize to the
  * model's input size (torchvision Resize(bilinear, antialias=False) on a uint8 tensor, as the HF

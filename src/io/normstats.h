@@ -1,4 +1,4 @@
-/* norm_stats.json (molmoact2_norm_stats.v1, spec 4.3-4.4, datasets.md 2.1-2.2): per-tag state and action
+/* norm_stats.json (molmoact2_norm_stats.v1, docs/spec/molmoact2.md 4.3-4.4, docs/spec/datasets.md 2.1-2.2): per-tag state and action
  * statistics, the q01/q99 normalisation with clipping and masks, state bins, action un-normalisation. */
 #ifndef MACT_NORMSTATS_H
 #define MACT_NORMSTATS_H

@@ -1,4 +1,4 @@
-/* config.json (HF MolmoAct2Config, spec section 8) -> mact_config.
+/* config.json (HF MolmoAct2Config, docs/spec/molmoact2.md section 8) -> mact_config.
  * Unknown keys are ignored; a missing key takes the documented class default. Values that would make a
  * stage compute something other than what the checkpoint was trained with (norm_after, rope_scaling,
  * causal action attention) are refused rather than ignored. */
@@ -257,7 +257,7 @@ int mact_config_parse(const char *json_text, mact_config *c, char *err, size_t e
         {"flow_matching_num_steps", &c->flow_steps, 10, 1}, {"num_state_tokens", &c->num_state_tokens, 256, 0},
     };
     if ((rc = read_ints(root, "", top, sizeof top / sizeof top[0], err, errlen))) goto out;
-    int64_t v0 = c->vocab_size;  /* spec 4.2: image tokens sit at vocab_size + index */
+    int64_t v0 = c->vocab_size;  /* docs/spec/molmoact2.md 4.2: image tokens sit at vocab_size + index */
     get_i64(root, NULL, "image_start_token_id", v0 + 0, &c->image_start_id);
     get_i64(root, NULL, "image_end_token_id", v0 + 1, &c->image_end_id);
     get_i64(root, NULL, "image_patch_id", v0 + 2, &c->image_patch_id);

@@ -105,7 +105,7 @@ static int canon_names(struct mact_model *m, struct mact_ctable *ct, char *err, 
         strcpy(buf, k);
         replace_all(buf, ".base_layer.", ".");
         if (strstr(buf, ".lora_A.") || strstr(buf, ".lora_B.")) ct->has_lora = 1;
-        /* The sampler's prefix is unconfirmed upstream (spec 7.2): file it under one canonical prefix. */
+        /* The sampler's prefix is unconfirmed upstream (docs/spec/molmoact2.md 7.2): file it under one canonical prefix. */
         char *s = strstr(buf, "scout_mlp.");
         if (!s) s = strstr(buf, "coord_encoder.");
         if (s) {
@@ -368,7 +368,7 @@ static void load_optional(struct mact_model *m)
         if (!m->ns || mact_norm_stats_parse(txt, m->ns, m->ns_err, sizeof m->ns_err)) { free(m->ns); m->ns = NULL; }
         free(txt);
     }
-    /* LeRobot's SO-101 preprocessor may carry MolmoAct2StateFrameTransformStep (spec 4.3). */
+    /* LeRobot's SO-101 preprocessor may carry MolmoAct2StateFrameTransformStep (docs/spec/molmoact2.md 4.3). */
     snprintf(path, sizeof path, "%s/policy_preprocessor.json", m->dir);
     if (!mact_read_file(path, &txt, NULL)) {
         if (strstr(txt, "StateFrameTransform") || strstr(txt, "state_frame_transform")) {

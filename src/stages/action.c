@@ -1,4 +1,4 @@
-/* Action expert (spec 3.7, 4.5, 5): the KV context computed once per inference, then Euler steps of a
+/* Action expert (docs/spec/molmoact2.md 3.7, 4.5, 5): the KV context computed once per inference, then Euler steps of a
  * DiT velocity field over the action chunk. Modulation vectors depend only on t, so a schedule's worth
  * is cached in the session and reused across inferences. */
 #include <math.h>
@@ -116,7 +116,7 @@ static void euler(struct mact_session *s, float *x, int64_t h, float dt, const u
     const int64_t A = s->m->cfg.max_action_dim;
     for (int64_t i = 0; i < h; i++)
         for (int64_t d = 0; d < A; d++) {
-            /* padded dims are zeroed in the velocity and in the updated trajectory (spec 4.5) */
+            /* padded dims are zeroed in the velocity and in the updated trajectory (docs/spec/molmoact2.md 4.5) */
             float v = is_pad[d] ? 0.f : s->a_vel[i * A + d];
             x[i * A + d] = is_pad[d] ? 0.f : x[i * A + d] + dt * v;
         }
@@ -155,8 +155,8 @@ static void context_layer(struct mact_session *s, const float *K, const float *V
 
 /* keys / values checked (errors named after `who`), then every layer's context K/V into k_ctx / v_ctx
  * [L, n, AH]; with pack (else NULL) each layer's K/V is also packed for the cross-attention right after it is
- * computed, while it is in cache (no measured difference against packing after the last layer,
- * docs/benchmarks.md) */
+ * computed, while it is in cache (no measured difference against packing after the last layer:
+ * docs/benchmarks-log.md, 2026-11-30, second session, "Kept without a measured speedup") */
 static int context_all(struct mact_session *s, const float *keys, const float *values, int64_t n, float *k_ctx,
                        float *v_ctx, uint32_t *pack, const char *who)
 {

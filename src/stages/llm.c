@@ -1,4 +1,4 @@
-/* LLM stage (spec 3.5-3.6): input assembly, the prompt's attention bias, and the decoder layers whose
+/* LLM stage (docs/spec/molmoact2.md 3.5-3.6): input assembly, the prompt's attention bias, and the decoder layers whose
  * per-layer K (post q/k-norm, post-RoPE) and V are all the action expert consumes. */
 #include <float.h>
 #include <math.h>
@@ -53,7 +53,7 @@ mact_status mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_
         mask[i] = 1;
         if (c->encoder_mask != MACT_ENC_DROP_EOS) continue;
         /* HF predict_action with action_mode "both": EOS-id tokens (incl. a BOS that equals EOS) and any
-         * <action_start>..<action_end> span are hidden from the expert (spec 4.6). */
+         * <action_start>..<action_end> span are hidden from the expert (docs/spec/molmoact2.md 4.6). */
         if (ids[i] == c->action_start_id) in_action = 1;
         if (ids[i] == c->eos_id || in_action) mask[i] = 0;
         if (ids[i] == c->action_end_id) in_action = 0;
@@ -82,7 +82,7 @@ mact_status mact_embed(mact_session *s, const int64_t *ids, int n, const float *
         float *h = hidden + (int64_t)i * D;
         if (ids[i] < c->vocab_size) mact_row_f32(h, &w->wte, ids[i]);
         else mact_row_f32(h, &w->wte_new, ids[i] - c->vocab_size);
-        /* features are added to the <im_patch> embedding, not substituted (spec 3.5) */
+        /* features are added to the <im_patch> embedding, not substituted (docs/spec/molmoact2.md 3.5) */
         if (ids[i] == c->image_patch_id) {
             const float *f = image_embeds + (int64_t)m++ * D;
             for (int64_t d = 0; d < D; d++) h[d] += f[d];

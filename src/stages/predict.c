@@ -1,4 +1,4 @@
-/* The integrator's call (spec 4-5): frames + task + raw state -> actions in robot units. Inputs are
+/* The integrator's call (docs/spec/molmoact2.md 4-5): frames + task + raw state -> actions in robot units. Inputs are
  * validated before any stage runs, so a rejected call leaves no half-written output. */
 #include <math.h>
 #include <string.h>
@@ -96,7 +96,7 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
                                  "needs %d", o.noise_len, H, A, H * A);
     if (o.noise && (mact_check_finite(s, o.noise, (int64_t)H * A, "noise"))) return MACT_ERR_INPUT;
 
-    /* images: decode is the caller's; resize + normalise + patchify per spec 4.1 */
+    /* images: decode is the caller's; resize + normalise + patchify per docs/spec/molmoact2.md 4.1 */
     const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3;
     for (int i = 0; i < n_frames; i++) {
         if (!frames[i].rgb || frames[i].height < 1 || frames[i].width < 1)

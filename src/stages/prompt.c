@@ -1,4 +1,4 @@
-/* The robot prompt of spec 4.2: task normalisation, setup/control/state wrapping, image placeholders
+/* The robot prompt of docs/spec/molmoact2.md 4.2: task normalisation, setup/control/state wrapping, image placeholders
  * expanded to <im_start> + K x <im_patch> + <im_end>, one BOS prepended. */
 #include <ctype.h>
 #include <stdio.h>

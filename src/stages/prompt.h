@@ -5,7 +5,7 @@
 
 #define MACT_MAX_TASK 4096
 
-/* Task normalisation of upstream `_normalize_question_text` (spec 4.2): whitespace collapsed, surrounding
+/* Task normalisation of upstream `_normalize_question_text` (docs/spec/molmoact2.md 4.2): whitespace collapsed, surrounding
  * quotes/brackets and "task:"-style prefixes stripped, trailing punctuation stripped, sentences joined
  * with "; ", lowercased. */
 int mact_normalize_task(const char *in, char *out, size_t cap, char *err, size_t errlen);

@@ -1,4 +1,4 @@
-/* Vision stage (spec 3.1-3.4): pixel_values -> ViT -> tapped features -> 2x2 attention pooling ->
+/* Vision stage (docs/spec/molmoact2.md 3.1-3.4): pixel_values -> ViT -> tapped features -> 2x2 attention pooling ->
  * SwiGLU projector, with the grid token sampler before or after the projector when present.
  * Each image runs alone through the session's single-image buffers. */
 #include <math.h>
@@ -18,7 +18,7 @@ static void vit_forward(struct mact_session *s, const float *pix)
     const mact_vision_weights *w = &s->m->vis;
     const int64_t P = (int64_t)c->grid_h * c->grid_w, VH = c->vit_hidden, VQ = (int64_t)c->vit_heads * c->vit_head_dim;
     const int64_t PD = (int64_t)c->patch * c->patch * 3, PIN = (int64_t)c->n_taps * VH;
-    /* Upstream snaps float pixels back onto the uint8 grid (spec 3.2); identity for uint8-derived input. */
+    /* Upstream snaps float pixels back onto the uint8 grid (docs/spec/molmoact2.md 3.2); identity for uint8-derived input. */
     for (int64_t i = 0; i < P * PD; i++) s->v_pix[i] = rintf((pix[i] + 1.f) / 2.f * 255.f) / 255.f * 2.f - 1.f;
     float *x = s->v_x;
     mact_matmul(&s->kc, x, s->v_pix, &w->patch_w, mact_f32(&w->patch_b), P);
@@ -44,7 +44,7 @@ static void vit_forward(struct mact_session *s, const float *pix)
     }
 }
 
-/* 2x2 attention pooling over the padded patch grid (spec 3.2, mask variants spec 7.3) -> s->v_pooled. */
+/* 2x2 attention pooling over the padded patch grid (docs/spec/molmoact2.md 3.2, mask variants docs/spec/molmoact2.md 7.3) -> s->v_pooled. */
 static void pool_forward(struct mact_session *s)
 {
     const mact_config *c = &s->m->cfg;
@@ -103,7 +103,7 @@ static void project(struct mact_session *s, const float *in, int64_t n, float *o
     mact_matmul(&s->kc, out, a, &w->proj_w2, NULL, n);
 }
 
-/* Grid token sampler (spec 3.4) on feat [T, C] (row-major over the pooled grid) -> out [K, C]. The
+/* Grid token sampler (docs/spec/molmoact2.md 3.4) on feat [T, C] (row-major over the pooled grid) -> out [K, C]. The
  * bilinear read mirrors F.grid_sample(bilinear, align_corners=False, zeros). */
 static void sample_tokens(struct mact_session *s, const float *feat, float *out)
 {

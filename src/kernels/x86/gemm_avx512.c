@@ -38,10 +38,9 @@
 /* Up to SMALL_M rows a packed GEMM is bound by reading its weights (M multiply-adds per weight pair against
  * the ~2 vector instructions per cycle a core retires). A thread that owns a contiguous run of panels reads
  * one sequential stream, which the hardware prefetchers follow; claimed one at a time, the two threads'
- * panels interleave and every panel (48-96 KiB at K = 768) starts a new stream. On the 2-core Zen 5 VM a
- * 6-row kernel read 53 GB/s as one run per thread and 39 GB/s (30 GB/s) as 96 KiB (48 KiB) chunks taken
- * in turns; the action expert's 252 GEMMs per step went from 31.1 to 33.4 GB/s (bf16, M = 10) and from
- * 13.7 to 15.6 GB/s (int8, M = 30), medians of A/B runs (docs/benchmarks.md). Each run is still one
+ * panels interleave and every panel (48-96 KiB at K = 768) starts a new stream, which read measurably slower
+ * in a streaming microbenchmark and in the action expert's GEMMs (A/B numbers: docs/benchmarks-log.md,
+ * "2026-11-30: small-M GEMMs as contiguous panel runs"). Each run is still one
  * claimable chunk, so the run of a worker that was not scheduled is taken by the caller (a worker
  * preempted inside its run is waited for, as one preempted inside a panel was), and every output is
  * computed the same way whichever thread runs it. */
@@ -445,8 +444,9 @@ typedef struct {
 
 /* The bf16 copy of x a thread's panels read: its own when its run's prep made one (the same bits), else
  * the caller's. The worker's kernels broadcast A while they stream the panel, and A just written by the
- * caller sits in the caller's cache: fetched line by line from there, it cost ~3 us per call on the 2-core
- * VM (M = 10, K = 768: 7.3 -> 3.9 us for 2 panels, 23.9 -> 20.9 us for 16), more than converting x again.
+ * caller sits in the caller's cache: fetched line by line from there, it costs more per call than converting
+ * x again (docs/bugs.md, "A worker reading what the caller just wrote"; numbers in docs/benchmarks-log.md,
+ * 2026-11-30, third session).
  * Set by prep before every run (the context's per-thread own[0]), read only by that run's panels, on the same
  * thread. */
 

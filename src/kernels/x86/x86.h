@@ -64,11 +64,11 @@ double mact_x86_peak_gops_i8(int threads);
  * address on (NULL: nothing). blk: the block's first panel row; kn its rows; kc the K block size; the panel's
  * rows run on into the next block and the next panel, so "the next block" is always blk + kn rows.
  * Up to two row tiles (M <= 12) the first tile streams the block and prefetches MACT_PF_AHEAD rows ahead of
- * itself, a row per k step (at M = 10: 31-34 GB/s against 26-27 GB/s with the whole next block prefetched
- * during the last tile, and 39.1 against 37.5 GB/s with it spread over both tiles). From three tiles on, the next block's kc rows are spread over the tiles (the
- * first tile still streams this block from wherever it is): on the 2-core Zen 5, the 252 action-expert
- * GEMMs at M = 30 read 21.2 against 18.4 GB/s (bf16, medians of 7), the first tile's stream no longer
- * waiting on memory while the other four compute (docs/benchmarks.md). */
+ * itself, a row per k step: at M = 10 this read faster than prefetching the whole next block during the last
+ * tile or spreading it over both tiles. From three tiles on, the next block's kc rows are spread over the
+ * tiles (the first tile still streams this block from wherever it is), so the first tile's stream no longer
+ * waits on memory while the other tiles compute: faster at M = 16-30 (A/B numbers in docs/benchmarks-log.md,
+ * 2026-11-30: "Tried this session and not kept" and "the next K block prefetched across the row tiles"). */
 /* n (1, 2 or 4) 64-byte lines of panel at p, towards L2: what a row tile issues per k step by that plan (the
  * including file has <immintrin.h>) */
 #define MACT_PREFETCH_LINES(p, n)                                                                              \
