@@ -582,6 +582,8 @@ mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
 #define P(...) do { if (o < bl) o += snprintf(buf + o, bl - o, __VA_ARGS__); } while (0)
     static const char *pool_names[] = {"config", "sdpa", "eager", "none"};
     P("model: %s\n", m->dir);
+    P("kernels: %s (%s computed as %s)\n", mact_ops_name(m->ops), mact_precision_str(m->precision),
+      mact_precision_name(m->kprec));
     P("vision: %d stored ViT layers, hidden %d, %d heads x %d, mlp %d, image %dx%d, patch %d (%d patches)\n",
       c->vit_layers, c->vit_hidden, c->vit_heads, c->vit_head_dim, c->vit_inter, c->image_h, c->image_w, c->patch,
       c->grid_h * c->grid_w);
