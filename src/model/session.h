@@ -47,18 +47,33 @@ struct mact_session {
 };
 
 void mact_session_enter(struct mact_session *s);
+double mact_now_ms(void);
+int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const char *what);
+
+/* The stages' bodies, for the pipeline and the bench: the caller has validated every input (the public entry
+ * points of mact_stages.h check theirs and call these; mact_pipeline_run checks the caller's inputs once and
+ * the result once, instead of re-scanning each intermediate at every boundary). */
+void mact_vision_run(struct mact_session *s, const float *pixel_values, int n_img, float *image_embeds);
+void mact_embed_run(const struct mact_session *s, const int64_t *ids, int n, const float *image_embeds, float *hidden);
+void mact_attention_bias_run(const struct mact_session *s, const int64_t *ids, int n, float *bias);
+void mact_encoder_mask_run(const struct mact_session *s, const int64_t *ids, int n, uint8_t *mask);
+/* kv_only_last: the model's last layer computes only its K/V (all the action expert reads of it) */
+void mact_llm_layers_run(struct mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys,
+                         float *values, int kv_only_last);
 int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys,
                        float *values, int kv_only_last);
+void mact_action_generate_run(struct mact_session *s, float *traj, int h, int action_dim, int num_steps,
+                              const float *keys, const float *values, const uint8_t *enc_mask, int n);
+/* What mact_action_generate_run does once per call before its flow steps: the context K/V of every layer into
+ * s->a_kctx / s->a_vctx and, where the bf16 cross-attention runs for h action rows, each layer's K/V packed for
+ * it (returned, else NULL). */
+const uint32_t *mact_action_prepare(struct mact_session *s, const float *keys, const float *values, int n, int h);
+/* input checks shared by the entry points: token ids in range and n within the session; the action call's
+ * horizon, context length, steps and a visible context token */
+int mact_check_ids(struct mact_session *s, const int64_t *ids, int n, const char *who);
+int mact_action_check(struct mact_session *s, int h, int n, int num_steps, const uint8_t *enc, const char *who);
 /* pipeline.c: the whole path on preprocessed inputs; stage_ms (may be NULL) gets vision / llm / action ms */
 int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
                       float *traj, int h, int action_dim, int num_steps, double stage_ms[3]);
-double mact_now_ms(void);
-int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const char *what);
-/* action.c: what mact_action_generate does once per call before its flow steps: the context K/V of every layer
- * into s->a_kctx / s->a_vctx and, where the bf16 cross-attention runs for h action rows, each layer's K/V packed
- * for it (*kvp, else NULL). The caller has entered the session (mact_session_enter). 0 or an error code with
- * the session error set. */
-int mact_action_prepare(struct mact_session *s, const float *keys, const float *values, int n, int h,
-                        const uint32_t **kvp);
 
 #endif

@@ -122,7 +122,7 @@ static void euler(struct mact_session *s, float *x, int64_t h, float dt, const u
         }
 }
 
-static int check_common(struct mact_session *s, int h, int n, int num_steps, const uint8_t *enc, const char *who)
+int mact_action_check(struct mact_session *s, int h, int n, int num_steps, const uint8_t *enc, const char *who)
 {
     const mact_config *c = &s->m->cfg;
     if (h < 1 || h > c->max_action_horizon)
@@ -157,11 +157,11 @@ static void context_layer(struct mact_session *s, const float *K, const float *V
  * [L, n, AH]; with pack (else NULL) each layer's K/V is also packed for the cross-attention right after it is
  * computed, while it is in cache (no measured difference against packing after the last layer:
  * docs/benchmarks-log.md, 2026-11-30, second session, "Kept without a measured speedup") */
-static int context_all(struct mact_session *s, const float *keys, const float *values, int64_t n, float *k_ctx,
-                       float *v_ctx, uint32_t *pack, const char *who)
+/* the caller's keys and values [L, n, kv_dim] are finite */
+static int check_kv(struct mact_session *s, const float *keys, const float *values, int64_t n, const char *who)
 {
     const mact_config *c = &s->m->cfg;
-    const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim, AH = c->ae_hidden;
+    const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     char what[2][64];
     snprintf(what[0], sizeof what[0], "%s: keys", who);
     snprintf(what[1], sizeof what[1], "%s: values", who);
@@ -169,12 +169,19 @@ static int context_all(struct mact_session *s, const float *keys, const float *v
     if ((rc = mact_check_finite(s, keys, L * n * kvd, what[0])) ||
         (rc = mact_check_finite(s, values, L * n * kvd, what[1])))
         return rc;
+    return 0;
+}
+
+static void context_all(struct mact_session *s, const float *keys, const float *values, int64_t n, float *k_ctx,
+                        float *v_ctx, uint32_t *pack)
+{
+    const mact_config *c = &s->m->cfg;
+    const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim, AH = c->ae_hidden;
     for (int64_t l = 0; l < L; l++) {
         float *kc = k_ctx + l * n * AH, *vc = v_ctx + l * n * AH;
         context_layer(s, keys + l * n * kvd, values + l * n * kvd, n, kc, vc);
         if (pack) mact_attention_kv_pack(&s->kc, pack + l * s->a_kvp_stride, kc, vc, AH, n, c->ae_heads, c->ae_head_dim);
     }
-    return 0;
 }
 
 mact_status mact_action_context(mact_session *s, const float *keys, const float *values, int n, float *k_ctx,
@@ -183,18 +190,18 @@ mact_status mact_action_context(mact_session *s, const float *keys, const float 
     mact_session_enter(s);
     if (n < 1 || n > s->max_tokens)
         return mact_session_fail(s, MACT_ERR_INPUT, "action_context: %d tokens; this session takes 1..%d", n, s->max_tokens);
-    return context_all(s, keys, values, n, k_ctx, v_ctx, NULL, "action_context");
+    int rc = check_kv(s, keys, values, n, "action_context");
+    if (rc) return rc;
+    context_all(s, keys, values, n, k_ctx, v_ctx, NULL);
+    return 0;
 }
 
-int mact_action_prepare(struct mact_session *s, const float *keys, const float *values, int n, int h,
-                        const uint32_t **kvp)
+const uint32_t *mact_action_prepare(struct mact_session *s, const float *keys, const float *values, int n, int h)
 {
     uint32_t *dst = s->a_kvp_stride && mact_attention_packable(&s->kc, h, n, s->m->cfg.ae_head_dim) ? (uint32_t *)s->a_kvp
                                                                                              : NULL;
-    *kvp = NULL;
-    int rc = context_all(s, keys, values, n, s->a_kctx, s->a_vctx, dst, "action");
-    if (!rc) *kvp = dst;
-    return rc;
+    context_all(s, keys, values, n, s->a_kctx, s->a_vctx, dst);
+    return dst;
 }
 
 mact_status mact_action_step(mact_session *s, float *traj, int h, float t, int num_steps, const float *k_ctx,
@@ -202,7 +209,7 @@ mact_status mact_action_step(mact_session *s, float *traj, int h, float t, int n
 {
     mact_session_enter(s);
     const mact_config *c = &s->m->cfg;
-    int rc = check_common(s, h, n, num_steps, enc_mask, "action_step");
+    int rc = mact_action_check(s, h, n, num_steps, enc_mask, "action_step");
     if (rc) return rc;
     if (!(t >= 0.f && t <= 1.f)) return mact_session_fail(s, MACT_ERR_INPUT, "action_step: timestep %g is outside [0, 1]", t);
     const int64_t L = c->n_layers, AH = c->ae_hidden;
@@ -222,15 +229,24 @@ mact_status mact_action_generate(mact_session *s, float *traj, int h, int action
 {
     mact_session_enter(s);
     const mact_config *c = &s->m->cfg;
-    int rc = check_common(s, h, n, num_steps, enc_mask, "action");
+    int rc = mact_action_check(s, h, n, num_steps, enc_mask, "action");
     if (rc) return rc;
     if (action_dim < 1 || action_dim > c->max_action_dim)
         return mact_session_fail(s, MACT_ERR_INPUT, "action: action dim %d is outside 1..%d (max_action_dim)", action_dim,
                                  c->max_action_dim);
+    if ((rc = mact_check_finite(s, traj, (int64_t)h * c->max_action_dim, "action: noise")) ||
+        (rc = check_kv(s, keys, values, n, "action")))
+        return rc;
+    mact_action_generate_run(s, traj, h, action_dim, num_steps, keys, values, enc_mask, n);
+    return 0;
+}
+
+void mact_action_generate_run(struct mact_session *s, float *traj, int h, int action_dim, int num_steps,
+                              const float *keys, const float *values, const uint8_t *enc_mask, int n)
+{
+    const mact_config *c = &s->m->cfg;
     const int64_t A = c->max_action_dim, stride = mod_stride(c);
-    if ((rc = mact_check_finite(s, traj, (int64_t)h * A, "action: noise"))) return rc;
-    const uint32_t *kvp;
-    if ((rc = mact_action_prepare(s, keys, values, n, h, &kvp))) return rc;
+    const uint32_t *kvp = mact_action_prepare(s, keys, values, n, h);
     uint8_t is_pad[256];
     uint8_t *pad = A <= 256 ? is_pad : (uint8_t *)s->maskf;
     for (int64_t d = 0; d < A; d++) pad[d] = d >= action_dim;
@@ -248,5 +264,4 @@ mact_status mact_action_generate(mact_session *s, float *traj, int h, int action
         velocity(s, traj, h, mod, s->a_kctx, s->a_vctx, kvp, enc_mask, n);
         euler(s, traj, h, 1.f / (float)num_steps, pad);
     }
-    return 0;
 }

@@ -14,7 +14,7 @@ static int is_image_token(const mact_config *c, int64_t id)
            id == c->frame_end_id || id == c->image_low_res_id;
 }
 
-static int check_ids(struct mact_session *s, const int64_t *ids, int n, const char *who)
+int mact_check_ids(struct mact_session *s, const int64_t *ids, int n, const char *who)
 {
     const mact_config *c = &s->m->cfg;
     if (n < 1 || n > s->max_tokens)
@@ -31,22 +31,33 @@ static int check_ids(struct mact_session *s, const int64_t *ids, int n, const ch
 mact_status mact_attention_bias(mact_session *s, const int64_t *ids, int n, float *bias)
 {
     mact_session_enter(s);
-    int rc = check_ids(s, ids, n, "attention_bias");
+    int rc = mact_check_ids(s, ids, n, "attention_bias");
     if (rc) return rc;
+    mact_attention_bias_run(s, ids, n, bias);
+    return 0;
+}
+
+void mact_attention_bias_run(const struct mact_session *s, const int64_t *ids, int n, float *bias)
+{
     const mact_config *c = &s->m->cfg;
     for (int q = 0; q < n; q++) {
         int iq = is_image_token(c, ids[q]);
         for (int k = 0; k < n; k++)
             bias[(int64_t)q * n + k] = (k <= q || (iq && is_image_token(c, ids[k]))) ? 0.f : -FLT_MAX;
     }
-    return 0;
 }
 
 mact_status mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_t *mask)
 {
     mact_session_enter(s);
-    int rc = check_ids(s, ids, n, "encoder_mask");
+    int rc = mact_check_ids(s, ids, n, "encoder_mask");
     if (rc) return rc;
+    mact_encoder_mask_run(s, ids, n, mask);
+    return 0;
+}
+
+void mact_encoder_mask_run(const struct mact_session *s, const int64_t *ids, int n, uint8_t *mask)
+{
     const mact_config *c = &s->m->cfg;
     int in_action = 0;
     for (int i = 0; i < n; i++) {
@@ -58,17 +69,15 @@ mact_status mact_encoder_mask(mact_session *s, const int64_t *ids, int n, uint8_
         if (ids[i] == c->eos_id || in_action) mask[i] = 0;
         if (ids[i] == c->action_end_id) in_action = 0;
     }
-    return 0;
 }
 
 mact_status mact_embed(mact_session *s, const int64_t *ids, int n, const float *image_embeds, int n_image_embeds,
                        float *hidden)
 {
     mact_session_enter(s);
-    int rc = check_ids(s, ids, n, "embed");
+    int rc = mact_check_ids(s, ids, n, "embed");
     if (rc) return rc;
     const mact_config *c = &s->m->cfg;
-    const mact_llm_weights *w = &s->m->llm;
     const int64_t D = c->d_model;
     int n_patch = 0;
     for (int i = 0; i < n; i++) n_patch += ids[i] == c->image_patch_id;
@@ -77,6 +86,15 @@ mact_status mact_embed(mact_session *s, const int64_t *ids, int n, const float *
                                  "were given", n_patch, n_image_embeds);
     if (n_image_embeds && (rc = mact_check_finite(s, image_embeds, n_image_embeds * D, "embed: image_embeds")))
         return rc;
+    mact_embed_run(s, ids, n, image_embeds, hidden);
+    return 0;
+}
+
+void mact_embed_run(const struct mact_session *s, const int64_t *ids, int n, const float *image_embeds, float *hidden)
+{
+    const mact_config *c = &s->m->cfg;
+    const mact_llm_weights *w = &s->m->llm;
+    const int64_t D = c->d_model;
     int m = 0;
     for (int i = 0; i < n; i++) {
         float *h = hidden + (int64_t)i * D;
@@ -88,7 +106,6 @@ mact_status mact_embed(mact_session *s, const int64_t *ids, int n, const float *
             for (int64_t d = 0; d < D; d++) h[d] += f[d];
         }
     }
-    return 0;
 }
 
 static void ensure_rope(struct mact_session *s)
@@ -124,12 +141,21 @@ int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias,
                                  s->max_tokens);
     if (a < 0 || b > c->n_layers || a >= b)
         return mact_session_fail(s, MACT_ERR_INPUT, "llm: layer range [%d, %d) is not within [0, %d)", a, b, c->n_layers);
-    const int64_t D = c->d_model, hd = c->head_dim, qd = (int64_t)c->n_heads * hd, kvd = (int64_t)c->n_kv_heads * hd;
-    const int64_t ld = qd + 2 * kvd, I = c->ff_inter, N = n;
+    const int64_t D = c->d_model, N = n;
     int rc = mact_check_finite(s, hidden, N * D, "llm: hidden_states");
     if (rc) return rc;
     for (int64_t i = 0; i < N * N; i++)
         if (isnan(bias[i])) return mact_session_fail(s, MACT_ERR_INPUT, "llm: attention_bias has NaN at %lld", (long long)i);
+    mact_llm_layers_run(s, hidden, bias, n, a, b, keys, values, kv_only_last);
+    return 0;
+}
+
+void mact_llm_layers_run(struct mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys,
+                         float *values, int kv_only_last)
+{
+    const mact_config *c = &s->m->cfg;
+    const int64_t D = c->d_model, hd = c->head_dim, qd = (int64_t)c->n_heads * hd, kvd = (int64_t)c->n_kv_heads * hd;
+    const int64_t ld = qd + 2 * kvd, I = c->ff_inter, N = n;
     ensure_rope(s);
     const float scale = 1.f / sqrtf((float)hd);
     for (int l = a; l < b; l++) {
@@ -156,5 +182,4 @@ int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias,
         mact_silu_mul_rows(&s->kc, s->l_ff, 2 * I, s->l_ff + I, s->l_ff, 2 * I, N, I);
         mact_matmul_epi(&s->kc, hidden, D, s->l_ff, 2 * I, &w->ff_out, NULL, N, D, I, MACT_EPI_RESIDUAL);
     }
-    return 0;
 }

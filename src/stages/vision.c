@@ -149,13 +149,21 @@ mact_status mact_vision(mact_session *s, const float *pixel_values, int n_img, f
 {
     mact_session_enter(s);
     const mact_config *c = &s->m->cfg;
-    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, D = c->d_model;
-    const int64_t T = (int64_t)c->pooled_h * c->pooled_w, K = c->tokens_per_image;
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3;
     if (n_img < 1 || n_img > s->max_images)
         return mact_session_fail(s, MACT_ERR_INPUT, "vision: %d images; this session takes 1..%d", n_img, s->max_images);
     if (!pixel_values || !image_embeds) return mact_session_fail(s, MACT_ERR_INPUT, "vision: NULL buffer");
     int rc = mact_check_finite(s, pixel_values, n_img * P * PD, "vision: pixel_values");
     if (rc) return rc;
+    mact_vision_run(s, pixel_values, n_img, image_embeds);
+    return 0;
+}
+
+void mact_vision_run(struct mact_session *s, const float *pixel_values, int n_img, float *image_embeds)
+{
+    const mact_config *c = &s->m->cfg;
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, D = c->d_model;
+    const int64_t T = (int64_t)c->pooled_h * c->pooled_w, K = c->tokens_per_image;
     for (int im = 0; im < n_img; im++) {
         vit_forward(s, pixel_values + im * P * PD);
         pool_forward(s);
@@ -170,5 +178,4 @@ mact_status mact_vision(mact_session *s, const float *pixel_values, int n_img, f
             project(s, s->v_proj, K, dst);
         }
     }
-    return 0;
 }
