@@ -51,6 +51,15 @@ static inline uint8_t q1(float x, float inv, int32_t z)
     return r < 0.f ? 0 : r > 255.f ? 255 : (uint8_t)r;
 }
 
+/* A row with a NaN or an infinity quantizes to zeros with a NaN scale, so every output it feeds is NaN (a
+ * quantized NaN would otherwise come out as a finite value and hide the fault downstream). */
+static void non_finite_row(uint32_t *A, int64_t Kq, float *s, int32_t *z)
+{
+    memset(A, 0, (size_t)Kq * 4);
+    *s = NAN;
+    *z = 0;
+}
+
 void mact_quant_row_u8(uint32_t *A, int64_t Kq, const float *x, int64_t K, float *s, int32_t *z)
 {
     float mn = x[0], mx = x[0], inv;
@@ -60,6 +69,12 @@ void mact_quant_row_u8(uint32_t *A, int64_t Kq, const float *x, int64_t K, float
     }
     quant_params(mn, mx, s, &inv, z);
     uint8_t *q = (uint8_t *)A;
+    int bad = 0;
+    for (int64_t k = 0; k < K; k++) bad |= !isfinite(x[k]);
+    if (bad) {  /* min/max skip a NaN and rounding clamps an inf: the row's scale carries the fault instead */
+        non_finite_row(A, Kq, s, z);
+        return;
+    }
     for (int64_t k = 0; k < K; k++) q[k] = q1(x[k], inv, *z);
     memset(q + K, 0, (size_t)(4 * Kq - K));
 }
@@ -69,15 +84,22 @@ TV void mact_quant_row_u8_avx512(uint32_t *A, int64_t Kq, const float *x, int64_
     const int64_t k16 = K & ~(int64_t)15;
     const __mmask16 tm = (__mmask16)((1u << (K - k16)) - 1);
     __m512 vmn = _mm512_set1_ps(x[0]), vmx = vmn;
+    __mmask16 bad = 0;  /* x - x is NaN exactly for a NaN or an infinity */
     for (int64_t k = 0; k < k16; k += 16) {
         __m512 v = _mm512_loadu_ps(x + k);
         vmn = _mm512_min_ps(vmn, v);
         vmx = _mm512_max_ps(vmx, v);
+        bad |= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_sub_ps(v, v), _CMP_UNORD_Q);
     }
     if (tm) {
         __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(x[0]), tm, x + k16);
         vmn = _mm512_min_ps(vmn, v);
         vmx = _mm512_max_ps(vmx, v);
+        bad |= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_sub_ps(v, v), _CMP_UNORD_Q);
+    }
+    if (bad || !isfinite(x[0])) {
+        non_finite_row(A, Kq, s, z);
+        return;
     }
     float inv;
     quant_params(_mm512_reduce_min_ps(vmn), _mm512_reduce_max_ps(vmx), s, &inv, z);

@@ -76,12 +76,16 @@ static void pack_panel_i8(int8_t *dst, float *scale, int32_t *colsum, const void
         for (int c = 0; c < MACT_PANEL; c++) {
             const int64_t n = p * MACT_PANEL + c;
             float amax = 0.f;
+            int bad = 0;
             if (n < N)
                 for (int64_t k = 0; k < K; k++) {
                     float a = fabsf(src_f32(w, dtype, n * K + k));
+                    bad |= !isfinite(a);
                     amax = a > amax ? a : amax;
                 }
-            const float inv = amax > 0.f ? 127.f / amax : 0.f;
+            /* a channel with a NaN or an infinity: zeros with a NaN scale, so its outputs are NaN (quantized, the
+             * fault would come out finite) */
+            const float inv = bad ? 0.f : amax > 0.f ? 127.f / amax : 0.f;
             int32_t sum = 0;
             for (int64_t k = 0; k < 4 * Kq; k++) {
                 int8_t q = 0;
@@ -92,7 +96,8 @@ static void pack_panel_i8(int8_t *dst, float *scale, int32_t *colsum, const void
                 pd[(k / 4) * 256 + 4 * c + (k % 4)] = q;
                 sum += q;
             }
-            scale[n] = amax / 127.f;
+            if (n < N) scale[n] = bad ? NAN : amax / 127.f;
+            else scale[n] = 0.f;
             colsum[n] = sum;
         }
     }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
+# A non-finite weight is never a printed action: a checkpoint with one NaN (or inf) in a weight of the
+# vision tower, the LLM or the action expert makes `mact run` fail (exit 1), name the stage whose output went
+# non-finite, print no action and write no dump; in every precision and on the reference kernels. The
+# checkpoint is `mact synth tiny`, one tensor's bytes edited in place by a few lines of Python (stdlib only).
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-/usr/bin/python3}; MACT=${MACT_BIN:-build/mact}
+T=${MACT_TMP:-$(mktemp -d)}/nonfinite; rm -rf "$T"; mkdir -p "$T"
+$MACT synth tiny "$T/good" --seed 11 >/dev/null || { echo "FAIL nonfinite_synth: mact synth tiny failed"; exit 1; }
+"$PY" -c "
+import numpy as np
+np.save('$T/cam.npy', np.random.default_rng(3).integers(0, 256, (64, 80, 3), dtype=np.uint8))
+" || { echo "FAIL nonfinite_inputs: numpy failed"; exit 1; }
+# poison NAME VALUE OUT: a copy of the good checkpoint with element 5 of tensor NAME set to VALUE
+poison() {
+    rm -rf "$3"; cp -r "$T/good" "$3"
+    "$PY" - "$3/model.safetensors" "$1" "$2" <<'PYEOF'
+import json, struct, sys
+path, name, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
+with open(path, "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+    t = h[name]
+    a, _ = t["data_offsets"]
+    if t["dtype"] == "F32":
+        f.seek(8 + n + a + 5 * 4); f.write(struct.pack("<f", value))
+    else:  # BF16: the upper half of the float's bits
+        f.seek(8 + n + a + 5 * 2); f.write(struct.pack("<f", value)[2:])
+PYEOF
+}
+check() {  # case name, tensor, value, stage words, extra args
+    local name=$1 tensor=$2 val=$3 want=$4; shift 4
+    poison "$tensor" "$val" "$T/$name"
+    out=$($MACT run --model "$T/$name" --image "$T/cam.npy" --image "$T/cam.npy" --task "pick up the cube" \
+          --state "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8" --seed 3 --dump "$T/$name.dump" "$@" 2>&1); rc=$?
+    why=""
+    [ $rc -eq 1 ] || why="exit $rc (want 1)"
+    echo "$out" | grep -qi "non-finite" || why="$why; no 'non-finite' in the message"
+    echo "$out" | grep -q "$want" || why="$why; the message does not name '$want'"
+    echo "$out" | grep -qiE "^ *-?[0-9]+\.[0-9]+ +-?[0-9]" && why="$why; printed action rows"
+    [ -e "$T/$name.dump" ] && why="$why; wrote $T/$name.dump"
+    [ -z "$why" ] && echo "PASS nonfinite_$name: $(echo "$out" | tail -1)" || echo "FAIL nonfinite_$name: ${why#; } [$out]"
+}
+V=model.vision_backbone.image_vit.transformer.resblocks.0.attention.wq.weight
+L=model.transformer.blocks.1.mlp.ff_out.weight
+A=model.action_expert.blocks.0.mlp.down_proj.weight
+for p in bf16 fp32 int8; do
+    check "vision_nan_$p" $V nan "vision" --precision $p
+    check "llm_inf_$p" $L inf "llm" --precision $p
+    check "action_nan_$p" $A nan "action expert" --precision $p
+done
+MACT_KERNELS=ref check vision_nan_ref $V nan "vision"
+MACT_KERNELS=ref check action_inf_ref $A -inf "action expert"
+# the unpoisoned checkpoint still runs (the test's inputs are good)
+out=$($MACT run --model "$T/good" --image "$T/cam.npy" --image "$T/cam.npy" --task "pick up the cube" \
+      --state "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8" --seed 3 2>&1); rc=$?
+[ $rc -eq 0 ] && echo "PASS nonfinite_good_checkpoint_runs" || echo "FAIL nonfinite_good_checkpoint_runs: exit $rc: $out"
