@@ -2,7 +2,8 @@
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # A non-finite weight is never a printed action: a checkpoint with one NaN (or inf) in a weight of the
 # vision tower, the LLM or the action expert makes `mact run` fail (exit 1), name the stage whose output went
-# non-finite, print no action and write no dump; in every precision and on the reference kernels. The
+# non-finite, print no action and write no dump; in every precision and on the reference kernels. A NaN in a
+# vector (norm, bias) is refused at load naming the tensor. The
 # checkpoint is `mact synth tiny`, one tensor's bytes edited in place by a few lines of Python (stdlib only).
 set -u
 cd "$(dirname "$0")/.."
@@ -53,6 +54,10 @@ for p in bf16 fp32 int8; do
 done
 MACT_KERNELS=ref check vision_nan_ref $V nan "vision"
 MACT_KERNELS=ref check action_inf_ref $A -inf "action expert"
+# a vector the stages read directly (here one never used for continuous actions) is refused at load, by name
+for t in model.transformer.ln_f.weight model.vision_backbone.image_vit.transformer.resblocks.1.ffn_norm.bias; do
+    check "load_$t" $t nan "tensor '$t' has a non-finite value"
+done
 # the unpoisoned checkpoint still runs (the test's inputs are good)
 out=$($MACT run --model "$T/good" --image "$T/cam.npy" --image "$T/cam.npy" --task "pick up the cube" \
       --state "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8" --seed 3 2>&1); rc=$?

@@ -249,6 +249,14 @@ static int bind_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, in
         t->data = f;
         t->dtype = MACT_F32;
     }
+    /* the vectors and small tables stages read directly (norms, biases, the positional table, the sampler's
+     * coordinate layer): a non-finite value is refused here, by name; the big matrices' faults surface in the
+     * stage outputs, which the pipeline checks */
+    if (flags & T_VEC)
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(((const float *)t->data)[i]))
+                return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "tensor '%s' has a non-finite value (%g) at "
+                                 "element %zu", name, (double)((const float *)t->data)[i], i);
     return 0;
 }
 

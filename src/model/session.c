@@ -105,6 +105,7 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
         {&s->a_rope_cos, H * c->ae_head_dim / 2},
         {&s->a_rope_sin, H * c->ae_head_dim / 2},
         {&s->a_vel, H * c->max_action_dim},
+        {&s->a_pad, (c->max_action_dim + 3) / 4},
         {&s->a_kctx, L * N * AH},
         {&s->a_vctx, L * N * AH},
         {&s->a_kvp, L * kvp_stride},

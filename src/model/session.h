@@ -24,6 +24,7 @@ struct mact_session {
     int l_rope_n;                    /* rows of the rope table already filled */
     /* action expert */
     float *a_z, *a_u, *a_qkv, *a_att, *a_ff, *a_mod, *a_cond, *a_rope_cos, *a_rope_sin, *a_vel;
+    float *a_pad;                    /* max_action_dim bytes: which action dims are padding */
     float *a_kctx, *a_vctx;          /* [L, max_tokens, ae_hidden] for mact_action_generate */
     float *a_kvp;                    /* the context's K/V packed per layer for the cross-attention
                                       * (mact_attention_kv_pack), L x a_kvp_stride uint32; BF16/INT8 only */

@@ -88,7 +88,7 @@ int mact_table_walk(walk_ctx *w, tensor_fn fn)
         T2(LN("blocks.%d.mlp.ff_proj.weight", i), &b->ff_proj, 0, 2 * (int64_t)c->ff_inter, D);
         T2(LN("blocks.%d.mlp.ff_out.weight", i), &b->ff_out, 0, D, c->ff_inter);
     }
-    T1(LN("%s", "ln_f.weight"), &L->ln_f, T_OPTIONAL, D);
+    T1(LN("%s", "ln_f.weight"), &L->ln_f, T_VEC | T_OPTIONAL, D);
 #undef LN
     T2("lm_head.weight", &L->lm_head, T_OPTIONAL | T_NOPACK, c->vocab_size, D);
     /* action expert */

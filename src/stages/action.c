@@ -247,8 +247,7 @@ void mact_action_generate_run(struct mact_session *s, float *traj, int h, int ac
     const mact_config *c = &s->m->cfg;
     const int64_t A = c->max_action_dim, stride = mod_stride(c);
     const uint32_t *kvp = mact_action_prepare(s, keys, values, n, h);
-    uint8_t is_pad[256];
-    uint8_t *pad = A <= 256 ? is_pad : (uint8_t *)s->maskf;
+    uint8_t *pad = (uint8_t *)s->a_pad;
     for (int64_t d = 0; d < A; d++) pad[d] = d >= action_dim;
     for (int64_t i = 0; i < h; i++)
         for (int64_t d = action_dim; d < A; d++) traj[i * A + d] = 0.f;

@@ -117,17 +117,21 @@ static void sample_tokens(struct mact_session *s, const float *feat, float *out)
         for (int64_t i = 0; i < C; i++) g[i] += feat[t * C + i];
     for (int64_t i = 0; i < C; i++) g[i] /= (float)T;
     mact_matmul(&s->kc, hid, g, &w->scout0_w, mact_f32(&w->scout0_b), 1);
-    for (int i = 0; i < c->sampler_hidden; i++) hid[i] = hid[i] > 0 ? hid[i] : 0;
+    for (int i = 0; i < c->sampler_hidden; i++) hid[i] = !(hid[i] <= 0) ? hid[i] : 0;  /* ReLU keeping NaN */
     mact_matmul(&s->kc, pts, hid, &w->scout2_w, mact_f32(&w->scout2_b), 1);
     for (int64_t i = 0; i < 2 * K; i++) pts[i] = 1.f / (1.f + expf(-pts[i]));
     const float *c0w = mact_f32(&w->coord0_w), *c0b = mact_f32(&w->coord0_b);
     for (int64_t k = 0; k < K; k++) {
         float px = pts[2 * k], py = pts[2 * k + 1];
+        float *o = out + k * C;
+        if (!isfinite(px) || !isfinite(py)) {  /* a NaN point: the token is NaN (never a silent zero) */
+            for (int64_t i = 0; i < C; i++) o[i] = NAN;
+            continue;
+        }
         float gx = 2.f * px - 1.f, gy = 2.f * py - 1.f;
         float ix = ((gx + 1.f) * GW - 1.f) / 2.f, iy = ((gy + 1.f) * GH - 1.f) / 2.f;
         int x0 = (int)floorf(ix), y0 = (int)floorf(iy);
         float wx = ix - x0, wy = iy - y0;
-        float *o = out + k * C;
         for (int64_t i = 0; i < C; i++) o[i] = 0;
         const int xs[4] = {x0, x0 + 1, x0, x0 + 1}, ys[4] = {y0, y0, y0 + 1, y0 + 1};
         const float ws[4] = {(1 - wx) * (1 - wy), wx * (1 - wy), (1 - wx) * wy, wx * wy};
@@ -138,7 +142,7 @@ static void sample_tokens(struct mact_session *s, const float *feat, float *out)
         }
         for (int j = 0; j < c->coord_hidden; j++) {
             float v = c0w[j * 2] * px + c0w[j * 2 + 1] * py + c0b[j];
-            ch[j] = v > 0 ? v : 0;
+            ch[j] = !(v <= 0) ? v : 0;
         }
         mact_matmul_ex(&s->kc, g, C, ch, c->coord_hidden, &w->coord2_w, mact_f32(&w->coord2_b), 1, C, c->coord_hidden);
         for (int64_t i = 0; i < C; i++) o[i] += g[i];
