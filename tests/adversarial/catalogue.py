@@ -537,8 +537,14 @@ def normstats_cases():
     case(G, "mask_numbers", 1, ["mask"], ns_set(lambda n: tag(n)["action_stats"].update(mask=[1, 0, 1, 1, 1, 1, 1])))
     case(G, "mask_strings", 1, ["mask"], ns_set(lambda n: tag(n)["action_stats"].update(mask=["true"] * 7)))
     case(G, "mask_not_list", 1, ["mask"], ns_set(lambda n: tag(n)["action_stats"].update(mask=True)))
-    case(G, "nan_literal", 1, ["norm_stats.json", "json"], ns_set(lambda n: json.dumps(n).replace("-0.6501", "NaN", 1)))
-    case(G, "inf_overflow", 1, ["q01", "finite"], ns_set(lambda n: json.dumps(n).replace("-0.6501", "-1e999", 1)))
+    def literal(text):  # the first action q01 value written as a JSON-invalid / overflowing literal
+        def fn(n):
+            tag(n)["action_stats"]["q01"][0] = 12345.678
+            return json.dumps(n).replace("12345.678", text, 1)
+        return fn
+    case(G, "nan_literal", 1, ["norm_stats.json", "json"], ns_set(literal("NaN")))
+    case(G, "inf_literal", 1, ["norm_stats.json", "json"], ns_set(literal("Infinity")))
+    case(G, "inf_overflow", 1, ["q01", "finite"], ns_set(literal("-1e999")))
     case(G, "value_huge", 1, ["q99", "1e30"], ns_set(lambda n: tag(n)["action_stats"].update(q99=[1e35] * 7)))
     case(G, "value_string", 1, ["q01"], ns_set(lambda n: tag(n)["action_stats"].update(q01=["0"] * 7)))
     case(G, "dims_differ", 1, ["q99"], ns_set(lambda n: tag(n)["action_stats"].update(q99=[1.0] * 6)))
