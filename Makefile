@@ -98,7 +98,41 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
 	install -m 755 $(BUILD)/mact $(DESTDIR)$(BINDIR)/mact
 	install -m 644 $(BUILD)/mact.pc $(DESTDIR)$(LIBDIR)/pkgconfig/mact.pc
 
+# libFuzzer targets (fuzz/README.md): clang 14 with libclang-rt-14-dev. `make fuzz FUZZ_SECONDS=N` builds every
+# target and runs each for N seconds on one core; new inputs go to build/fuzz/corpus/<target>, the seeds are
+# read from fuzz/corpus/<target>, a crash leaves build/fuzz/<target>-crash-* and fails the run.
+FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null || echo clang)
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
+FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/io/safetensors.c src/io/normstats.c \
+                src/io/tokenizer.c src/io/image.c src/io/npy.c src/io/npz.c src/stages/prompt.c
+FUZZ_OBJ     := $(FUZZ_LIB_SRC:src/%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_LDLIBS  := $(filter-out -fopenmp,$(LDLIBS))
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+
+$(BUILD)/fuzz/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(FUZZ_LDLIBS) -o $@
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(BUILD)/fuzz/corpus/$$t; \
+	    d=; [ -f fuzz/dict/$$t.dict ] && d=-dict=fuzz/dict/$$t.dict; \
+	    echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	    $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=20 -rss_limit_mb=4096 \
+	        -print_final_stats=1 $$d -artifact_prefix=$(BUILD)/fuzz/$$t- $(BUILD)/fuzz/corpus/$$t fuzz/corpus/$$t \
+	        2>$(BUILD)/fuzz/$$t.log || { tail -40 $(BUILD)/fuzz/$$t.log; exit 1; }; \
+	    grep -E "^stat::number_of_executed_units|Done [0-9]+ runs" $(BUILD)/fuzz/$$t.log | tail -1; \
+	done
+
 clean:
 	rm -rf build build-asan build-tsan
 
-.PHONY: all test check asan tsan install clean FORCE
+.PHONY: all test check asan tsan install clean FORCE fuzz fuzz-build

@@ -3,7 +3,8 @@
 set -euo pipefail
 SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libzip-dev
-      python3 python3-numpy python3-torch libopenblas0-pthread)
+      python3 python3-numpy python3-torch libopenblas0-pthread
+      clang-14 libclang-rt-14-dev)  # clang + libFuzzer/sanitizer runtimes: make fuzz, tests/test_fuzz_smoke.sh
 # node/npm only for the tokenizer equivalence test against HF's Rust tokenizers (npm packages)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)

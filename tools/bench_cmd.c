@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "commands.h"
+#include "base/parse.h"
 #include "kernels/kernels.h"
 #include "mact.h"
 #include "mact_stages.h"
@@ -235,8 +236,20 @@ int cmd_bench(int argc, char **argv)
         int more = i + 1 < argc;
         if (!strcmp(a, "--model") && more) model = argv[++i];
         else if (!strcmp(a, "--preset") && more) preset = argv[++i];
-        else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--iters") && more) iters = atoi(argv[++i]);
+        else if (!strcmp(a, "--threads") && more) {
+            char perr[256];
+            if (mact_parse_int_arg("mact bench: --threads", argv[++i], 0, MACT_MAX_THREADS, &threads, perr, sizeof perr)) {
+                fprintf(stderr, "%s\n", perr);
+                return 2;
+            }
+            if (threads > mact_max_threads()) threads = mact_max_threads();
+        } else if (!strcmp(a, "--iters") && more) {
+            char perr[256];
+            if (mact_parse_int_arg("mact bench: --iters", argv[++i], 1, 100000, &iters, perr, sizeof perr)) {
+                fprintf(stderr, "%s\n", perr);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--precision") && more) {
             if (mact_precision_parse(argv[++i], &precision) || precision == MACT_PRECISION_DEFAULT) {
                 fprintf(stderr, "mact bench: --precision must be fp32, bf16 or int8\n");

@@ -5,6 +5,7 @@
 #include "mact.h"
 #include "commands.h"
 #include "dev/parity.h"
+#include "base/parse.h"
 
 static int usage(FILE *f)
 {
@@ -42,14 +43,15 @@ static int cmd_parity(int argc, char **argv)
 {
     const char *golden = NULL, *model = NULL;
     mact_parity_options o = {.cos_min = 0.99999, .rel_tol = 1e-4, .abs_tol = 1e-4};
+    char perr[256];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         if (!strcmp(a, "--model") && more) model = argv[++i];
-        else if (!strcmp(a, "--cos-min") && more) o.cos_min = atof(argv[++i]);
-        else if (!strcmp(a, "--rel-tol") && more) o.rel_tol = atof(argv[++i]);
-        else if (!strcmp(a, "--abs-tol") && more) o.abs_tol = atof(argv[++i]);
-        else if (!strcmp(a, "--max-tokens") && more) o.max_tokens = atoi(argv[++i]);
+        else if (!strcmp(a, "--cos-min") && more) { if (mact_parse_f64_arg("mact parity: --cos-min", argv[++i], -1, 1, &o.cos_min, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--rel-tol") && more) { if (mact_parse_f64_arg("mact parity: --rel-tol", argv[++i], 0, 1e6, &o.rel_tol, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--abs-tol") && more) { if (mact_parse_f64_arg("mact parity: --abs-tol", argv[++i], 0, 1e30, &o.abs_tol, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--max-tokens") && more) { if (mact_parse_int_arg("mact parity: --max-tokens", argv[++i], 1, 1 << 20, &o.max_tokens, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(a, "--tol-informational")) o.tol_informational = 1;
         else if (!strcmp(a, "--precision") && more) {
             mact_precision p;
@@ -58,6 +60,10 @@ static int cmd_parity(int argc, char **argv)
         }
         else if (a[0] != '-' && !golden) golden = a;
         else return usage(stderr);
+        continue;
+    bad_num:
+        fprintf(stderr, "%s\n", perr);
+        return 2;
     }
     if (!golden || !model) return usage(stderr);
     int rc = mact_parity(golden, model, &o, stdout);

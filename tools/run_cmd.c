@@ -11,22 +11,28 @@
 #include "io/npy.h"
 #include "dev/npz_write.h"
 #include "dev/synth.h"
+#include "base/parse.h"
 
 #define MAX_CAMS 8
 
-static int parse_floats(const char *s, float *out, int cap, int *n)
+/* "0.1, -0.2 0.3" or "[0.1,-0.2,0.3]": numbers separated by commas and/or spaces, each strictly a finite
+ * decimal number (no "nan", "inf", hex or trailing junk). -1: not a number (bad set to it), -2: over cap. */
+static int parse_floats(const char *s, float *out, int cap, int *n, char *bad, size_t badcap)
 {
     *n = 0;
     while (*s) {
         while (*s == ' ' || *s == ',' || *s == '\t' || *s == '[' || *s == ']') s++;
         if (!*s) break;
-        char *end;
-        errno = 0;
-        double v = strtod(s, &end);
-        if (end == s || errno) return -1;
+        size_t l = strcspn(s, " ,\t[]");
+        char tok[64];
+        double v;
+        if (l >= sizeof tok) { snprintf(bad, badcap, "%.40s...", s); return -1; }
+        memcpy(tok, s, l);
+        tok[l] = 0;
+        if (mact_parse_f64(tok, -3.4e38, 3.4e38, &v)) { snprintf(bad, badcap, "%s", tok); return -1; }
         if (*n == cap) return -2;
         out[(*n)++] = (float)v;
-        s = end;
+        s += l;
     }
     return 0;
 }
@@ -58,7 +64,7 @@ static int dump_tensor(const mact_session *s, const char *dir, const char *name,
     memcpy(a.data, v.data, a.nbytes);
     char p[4200];
     snprintf(p, sizeof p, "%s/%s.npy", dir, name);
-    int rc = mact_npy_write(p, &a, err, el);
+    int rc = mact_npy_write(p, &a, err, el);  /* temporary name + rename (src/dev/npz_write.c) */
     mact_array_free(&a);
     return rc;
 }
@@ -79,7 +85,11 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     mact_session *s = NULL;
     float state[64], *noise = NULL, *actions = NULL;
     int ns = 0, rc = 1;
-    if (parse_floats(a->state, state, 64, &ns)) { fprintf(stderr, "mact: --state: expected up to 64 numbers\n"); return 1; }
+    char bad[64] = "";
+    int pf = parse_floats(a->state, state, 64, &ns, bad, sizeof bad);
+    /* exit 1 like the library's refusal of a non-finite state (the value is data, not usage) */
+    if (pf == -1) { fprintf(stderr, "mact: --state: '%s' is not a number: state values must be finite decimals\n", bad); return 1; }
+    if (pf == -2) { fprintf(stderr, "mact: --state: more than the limit of 64 numbers\n"); return 1; }
     mact_load_options lo = {.precision = a->precision, .pack_cache_dir = a->pack_cache};
     if (mact_model_load(a->model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
     mact_model_info mi;
@@ -118,7 +128,10 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     const int steps = (int)result.n_steps, adim = (int)result.action_dim;
     const mact_timings t = result.timings;
     if (a->dump) {
-        mkdir(a->dump, 0755);
+        if (mkdir(a->dump, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "mact: --dump: cannot create %s: %s\n", a->dump, strerror(errno));
+            goto out;
+        }
         const char *names[] = {"pixel_values", "input_ids", "image_embeds", "keys", "values", "noise", "actions_norm"};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (dump_tensor(s, a->dump, names[i], err, sizeof err)) { fprintf(stderr, "mact: --dump: %s\n", err); goto out; }
@@ -167,6 +180,7 @@ out:
 int cmd_run(int argc, char **argv)
 {
     run_args a = {0};
+    char perr[256];
     for (int i = 0; i < argc; i++) {
         const char *k = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -175,17 +189,20 @@ int cmd_run(int argc, char **argv)
         i++;
         if (!strcmp(k, "--model")) a.model = v;
         else if (!strcmp(k, "--image")) {
-            if (a.n_images == MAX_CAMS) { fprintf(stderr, "mact run: at most %d --image\n", MAX_CAMS); return 2; }
+            if (a.n_images == MAX_CAMS) { fprintf(stderr, "mact run: more than the limit of %d --image\n", MAX_CAMS); return 2; }
             a.images[a.n_images++] = v;
         } else if (!strcmp(k, "--task")) a.task = v;
         else if (!strcmp(k, "--state")) a.state = v;
         else if (!strcmp(k, "--norm-tag")) a.norm_tag = v;
-        else if (!strcmp(k, "--steps")) a.steps = atoi(v);
-        else if (!strcmp(k, "--seed")) { a.seed = strtoull(v, NULL, 10); a.has_seed = 1; }
+        else if (!strcmp(k, "--steps")) { if (mact_parse_int_arg("mact run: --steps", v, 1, 1000, &a.steps, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(k, "--seed")) { if (mact_parse_u64_arg("mact run: --seed", v, &a.seed, perr, sizeof perr)) goto bad_num; a.has_seed = 1; }
         else if (!strcmp(k, "--noise")) a.noise = v;
         else if (!strcmp(k, "--dump")) a.dump = v;
-        else if (!strcmp(k, "--threads")) a.threads = atoi(v);
-        else if (!strcmp(k, "--n-action-steps")) a.n_action_steps = atoi(v);
+        else if (!strcmp(k, "--threads")) {
+            if (mact_parse_int_arg("mact run: --threads", v, 0, MACT_MAX_THREADS, &a.threads, perr, sizeof perr)) goto bad_num;
+            if (a.threads > mact_max_threads()) a.threads = mact_max_threads();  /* no more than the machine has */
+        }
+        else if (!strcmp(k, "--n-action-steps")) { if (mact_parse_int_arg("mact run: --n-action-steps", v, 1, 1024, &a.n_action_steps, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(k, "--pack-cache")) a.pack_cache = v;
         else if (!strcmp(k, "--precision")) {
             if (mact_precision_parse(v, &a.precision) || a.precision == MACT_PRECISION_DEFAULT) {
@@ -194,6 +211,10 @@ int cmd_run(int argc, char **argv)
             }
         }
         else { fprintf(stderr, "mact run: unknown option %s\n", k); return 2; }
+        continue;
+    bad_num:
+        fprintf(stderr, "%s\n", perr);
+        return 2;
     }
     if (!a.model || !a.n_images || !a.task || !a.state) {
         fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"

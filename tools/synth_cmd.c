@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/parse.h"
 #include "dev/synth.h"
 
 int cmd_synth(int argc, char **argv);
@@ -23,15 +24,7 @@ static int synth_usage(FILE *f)
     return 2;
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    if (!s || !*s || *s == '-') return -1;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (*end) return -1;
-    *out = v;
-    return 0;
-}
+static int parse_u64(const char *s, uint64_t *out) { return mact_parse_u64(s, UINT64_MAX, out) ? -1 : 0; }
 
 static uint64_t fresh_seed(void)
 {
@@ -64,7 +57,12 @@ int cmd_synth(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(a, "--threads") && more) {
-            o.n_threads = atoi(argv[++i]);
+            char perr[256];
+            if (mact_parse_int_arg("mact synth: --threads", argv[++i], 0, MACT_MAX_THREADS, &o.n_threads, perr, sizeof perr)) {
+                fprintf(stderr, "%s\n", perr);
+                return 2;
+            }
+            if (o.n_threads > mact_max_threads()) o.n_threads = mact_max_threads();
         } else if (!strcmp(a, "--no-lm-head")) {
             o.no_lm_head = 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

@@ -1,12 +1,16 @@
 /* `mact parity`: runs every boundary whose golden npz is present and compares with the reference
  * outputs, like the seed's parity gate. A file that cannot be run is reported as such and fails. */
+#include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "io/npy.h"
 #include "dev/parity.h"
+#include "base/file.h"
+#include "base/json.h"
 #include "model/session.h"
 
 typedef struct {
@@ -70,17 +74,21 @@ static float *member(const mact_npz *z, const char *name, size_t want, char *why
     return f;
 }
 
-static int open_npz(const char *dir, const char *file, mact_npz *z)
+/* 1: absent (boundary not in this golden set); -1: present but unreadable, the reader's reason in why. */
+static int open_npz_why(const char *dir, const char *file, mact_npz *z, char *why, size_t wl)
 {
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, file);
-    FILE *f = fopen(p, "rb");
-    if (!f) return 1;  /* absent: boundary not in this golden set */
-    fclose(f);
+    struct stat sb;
+    if (lstat(p, &sb) != 0 && errno == ENOENT) return 1;
     char err[512];
-    if (mact_npz_read(p, z, err, sizeof err)) return -1;
+    if (mact_file_check_regular(p, err, sizeof err) || mact_npz_read(p, z, err, sizeof err)) {
+        snprintf(why, wl, "%s", err);
+        return -1;
+    }
     return 0;
 }
+
 
 static int64_t numel_of(const mact_npz *z, const char *name, int dim_from_end)
 {
@@ -97,9 +105,9 @@ static void run_vision(report *rp, mact_session *s, const char *dir)
     mact_npz z = {0};
     char why[512] = "";
     float *pv = NULL, *ref = NULL, *got = NULL;
-    int r = open_npz(dir, "vision_io.npz", &z);
+    int r = open_npz_why(dir, "vision_io.npz", &z, why, sizeof why);
     if (r > 0) return;
-    if (r < 0) { fail_row(rp, ctx, "unreadable vision_io.npz"); return; }
+    if (r < 0) { fail_row(rp, ctx, why); return; }
     mact_model_info mi;
     mact_model_get_info(s->m, &mi);
     int64_t P = numel_of(&z, "pixel_values", 2);
@@ -129,9 +137,9 @@ static void run_llm_split(report *rp, mact_session *s, const char *dir, int i, i
     snprintf(file, sizeof file, "llm_split%d_io.npz", i);
     mact_npz z = {0};
     float *hs = NULL, *bias = NULL, *ho = NULL, *kr = NULL, *vr = NULL, *kg = NULL, *vg = NULL;
-    int r = open_npz(dir, file, &z);
+    int r = open_npz_why(dir, file, &z, why, sizeof why);
     if (r > 0) { fail_row(rp, ctx, "trace.json names this split but its npz is missing"); return; }
-    if (r < 0) { fail_row(rp, ctx, "unreadable npz"); return; }
+    if (r < 0) { fail_row(rp, ctx, why); return; }
     mact_model_info mi;
     mact_model_get_info(s->m, &mi);
     int64_t n = numel_of(&z, "hidden_states", 2);
@@ -159,9 +167,9 @@ static void run_action_context(report *rp, mact_session *s, const char *dir)
     char why[512] = "";
     mact_npz z = {0};
     float *k = NULL, *v = NULL, *kr = NULL, *vr = NULL, *kg = NULL, *vg = NULL;
-    int r = open_npz(dir, "action_context_io.npz", &z);
+    int r = open_npz_why(dir, "action_context_io.npz", &z, why, sizeof why);
     if (r > 0) return;
-    if (r < 0) { fail_row(rp, ctx, "unreadable npz"); return; }
+    if (r < 0) { fail_row(rp, ctx, why); return; }
     mact_model_info mi;
     mact_model_get_info(s->m, &mi);
     int64_t n = numel_of(&z, "keys", 2);
@@ -195,9 +203,9 @@ static void run_action_step(report *rp, mact_session *s, const char *dir, int nu
     mact_npz z = {0};
     float *tr = NULL, *ts = NULL, *kc = NULL, *vc = NULL, *em = NULL, *pad = NULL, *ref = NULL;
     uint8_t *emu = NULL, *padu = NULL;
-    int r = open_npz(dir, "action_step_io.npz", &z);
+    int r = open_npz_why(dir, "action_step_io.npz", &z, why, sizeof why);
     if (r > 0) return;
-    if (r < 0) { fail_row(rp, ctx, "unreadable npz"); return; }
+    if (r < 0) { fail_row(rp, ctx, why); return; }
     mact_model_info mi;
     mact_model_get_info(s->m, &mi);
     int64_t h = numel_of(&z, "trajectory", 2), n = numel_of(&z, "encoder_attention_mask", 1);
@@ -232,9 +240,9 @@ static void run_actions(report *rp, mact_session *s, const char *dir, const char
     float *noise = NULL, *ref = NULL, *k = NULL, *v = NULL, *em = NULL, *pv = NULL;
     uint8_t *emu = NULL;
     int64_t *ids = NULL;
-    int r = open_npz(dir, file, &z);
+    int r = open_npz_why(dir, file, &z, why, sizeof why);
     if (r > 0) return;
-    if (r < 0) { fail_row(rp, ctx, "unreadable npz"); return; }
+    if (r < 0) { fail_row(rp, ctx, why); return; }
     mact_model_info mi;
     mact_model_get_info(s->m, &mi);
     int64_t h = numel_of(&z, "noise", 2);
@@ -275,14 +283,37 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
 {
     char path[4200], err[1024], *txt = NULL;
     snprintf(path, sizeof path, "%s/trace.json", golden_dir);
-    if (mact_read_file(path, &txt, NULL)) { fprintf(out, "error: cannot read %s\n", path); return MACT_ERR_IO; }
-    cJSON *tr = cJSON_Parse(txt);
+    size_t tlen = 0;
+    int frc = mact_file_read_all(path, (size_t)16 << 20, &txt, &tlen, err, sizeof err);
+    if (frc) { fprintf(out, "error: %s\n", err); return frc; }
+    cJSON *tr = NULL;
+    frc = mact_json_parse(txt, tlen, "trace.json", &tr, err, sizeof err);
     free(txt);
-    if (!tr) { fprintf(out, "error: %s is not valid JSON\n", path); return MACT_ERR_FORMAT; }
+    if (frc) { fprintf(out, "error: %s\n", err); return frc; }
+    if (!cJSON_IsObject(tr)) { fprintf(out, "error: trace.json: not a JSON object\n"); cJSON_Delete(tr); return MACT_ERR_FORMAT; }
     const cJSON *j;
     int num_steps = 0, action_dim = 0;
-    if ((j = cJSON_GetObjectItemCaseSensitive(tr, "num_steps")) && cJSON_IsNumber(j)) num_steps = j->valueint;
-    if ((j = cJSON_GetObjectItemCaseSensitive(tr, "action_dim")) && cJSON_IsNumber(j)) action_dim = j->valueint;
+    struct { const char *k; int *dst; int max; } ints[] = {{"num_steps", &num_steps, 1000}, {"action_dim", &action_dim, 256}};
+    for (int i = 0; i < 2; i++)
+        if ((j = cJSON_GetObjectItemCaseSensitive(tr, ints[i].k)) && !cJSON_IsNull(j)) {
+            if (!cJSON_IsNumber(j) || j->valuedouble != (int)j->valuedouble || j->valueint < 1 || j->valueint > ints[i].max) {
+                fprintf(out, "error: trace.json: %s must be an integer in 1..%d\n", ints[i].k, ints[i].max);
+                cJSON_Delete(tr);
+                return MACT_ERR_FORMAT;
+            }
+            *ints[i].dst = j->valueint;
+        }
+    const char *pm0 = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "pooling_mask"));
+    const char *em0 = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "encoder_mask"));
+    if ((pm0 && strcmp(pm0, "sdpa") && strcmp(pm0, "eager") && strcmp(pm0, "none")) ||
+        (em0 && strcmp(em0, "all") && strcmp(em0, "drop_eos"))) {
+        fprintf(out, "error: trace.json: %s \"%.60s\" is not one of %s\n", pm0 && strcmp(pm0, "sdpa") && strcmp(pm0, "eager") &&
+                strcmp(pm0, "none") ? "pooling_mask" : "encoder_mask", pm0 && strcmp(pm0, "sdpa") && strcmp(pm0, "eager") &&
+                strcmp(pm0, "none") ? pm0 : em0, pm0 && strcmp(pm0, "sdpa") && strcmp(pm0, "eager") && strcmp(pm0, "none")
+                ? "sdpa, eager, none" : "all, drop_eos");
+        cJSON_Delete(tr);
+        return MACT_ERR_FORMAT;
+    }
     mact_load_options lo = {.precision = o->precision ? o->precision : MACT_PRECISION_FP32};
     const char *pm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "pooling_mask"));
     const char *em = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "encoder_mask"));
@@ -312,16 +343,22 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
         char file[64], ctx[32];
         snprintf(file, sizeof file, "%s/llm_split%d_io.npz", golden_dir, i);
         snprintf(ctx, sizeof ctx, "llm_split%d", i);
-        FILE *f = fopen(file, "rb");
+        struct stat sb;
+        int present = lstat(file, &sb) == 0;
         int in_trace = sp && i < cJSON_GetArraySize(sp);
-        if (!f && !in_trace) break;
-        if (f) fclose(f);
+        if (!present && !in_trace) break;
         int a = next, b = -1;
         if (in_trace) {
             const cJSON *p = cJSON_GetArrayItem(sp, i);
-            if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2) { fail_row(&rp, ctx, "bad llm_splits entry in trace.json"); continue; }
-            a = cJSON_GetArrayItem(p, 0)->valueint;
-            b = cJSON_GetArrayItem(p, 1)->valueint;
+            const cJSON *pa = cJSON_GetArrayItem(p, 0), *pb = cJSON_GetArrayItem(p, 1);
+            if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2 || !cJSON_IsNumber(pa) || !cJSON_IsNumber(pb) ||
+                pa->valuedouble != (int)pa->valuedouble || pb->valuedouble != (int)pb->valuedouble ||
+                pa->valueint < 0 || pb->valueint <= pa->valueint || pb->valueint > m->cfg.n_layers) {
+                fail_row(&rp, ctx, "bad llm_splits entry in trace.json (want [a, b] integers, 0 <= a < b <= layers)");
+                continue;
+            }
+            a = pa->valueint;
+            b = pb->valueint;
         } else {
             mact_npz z = {0};
             char e[256];

@@ -1,6 +1,7 @@
 /* Camera frame -> pixel_values: PNG/JPEG decoding, torchvision-exact bilinear resize, normalisation
  * and patchify (docs/spec/molmoact2.md 4.1). See image.h for the contracts. */
 #include "io/image.h"
+#include "base/file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 /* jpeglib.h needs size_t and FILE declared first. */
 #include <jpeglib.h>
@@ -289,8 +291,11 @@ int mact_image_load_file(const char *path, mact_image *out, char *err, size_t er
     if (!out) return set_err(err, errlen, MACT_ERR_INPUT, "image: NULL output");
     memset(out, 0, sizeof *out);
     if (!path) return set_err(err, errlen, MACT_ERR_INPUT, "image: NULL path");
-    FILE *f = fopen(path, "rb");
-    if (!f) return set_err(err, errlen, MACT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char why[512];
+    int fd = mact_file_open_regular(path, why, sizeof why);  /* a FIFO or device is refused before the open */
+    if (fd < 0) return set_err(err, errlen, fd, "%s", why);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); return set_err(err, errlen, MACT_ERR_IO, "%s: cannot open: %s", path, strerror(errno)); }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);

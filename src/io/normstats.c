@@ -5,6 +5,7 @@
 #include "mact.h"
 #include "base/err.h"
 #include "io/normstats.h"
+#include "base/json.h"
 
 static int read_vec(const cJSON *o, const char *key, double *v, int *dim, const char *where, char *err, size_t el)
 {
@@ -21,8 +22,10 @@ static int read_vec(const cJSON *o, const char *key, double *v, int *dim, const 
     *dim = n;
     for (int i = 0; i < n; i++) {
         const cJSON *x = cJSON_GetArrayItem(a, i);
-        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
-            return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s[%d] is not a finite number", where, key, i);
+        /* bounded so that every scale and shift stays finite in float32 (hi - lo, x * std + mean) */
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || fabs(x->valuedouble) > 1e30)
+            return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s[%d] is not a finite number within "
+                             "+-1e30", where, key, i);
         v[i] = x->valuedouble;
     }
     return 0;
@@ -40,43 +43,114 @@ static int read_feature(const cJSON *o, int mode, mact_feature_stats *f, const c
     } else {
         if ((rc = read_vec(o, "q01", f->lo, &f->dim, where, err, el))) return rc;  /* only for the dim */
     }
+    /* the pair must be ordered: q01 <= q99 (min <= max, q10 <= q90), std >= 0 */
+    for (int i = 0; mode != MACT_NORM_NONE && i < f->dim; i++)
+        if (mode == MACT_NORM_MEAN_STD ? !(f->hi[i] >= 0) : !(f->lo[i] <= f->hi[i]))
+            return mact_errf(err, el, MACT_ERR_FORMAT, mode == MACT_NORM_MEAN_STD
+                             ? "norm_stats.json: %s.%s[%d] = %g is negative" : "norm_stats.json: %s: %s[%d] = %g is "
+                             "above %s[%d] = %g", where, mode == MACT_NORM_MEAN_STD ? "std" : pairs[mode][0], i,
+                             mode == MACT_NORM_MEAN_STD ? f->hi[i] : f->lo[i], pairs[mode][1], i, f->hi[i]);
     double mn[MACT_NORM_MAX_DIM], mx[MACT_NORM_MAX_DIM];
     int d2 = f->dim;
-    int have_mm = cJSON_GetObjectItemCaseSensitive(o, "min") && cJSON_GetObjectItemCaseSensitive(o, "max");
+    int has_min = cJSON_GetObjectItemCaseSensitive(o, "min") != NULL, has_max = cJSON_GetObjectItemCaseSensitive(o, "max") != NULL;
+    if (has_min != has_max)
+        return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s has %s without %s", where,
+                         has_min ? "min" : "max", has_min ? "max" : "min");
+    int have_mm = has_min && has_max;
     if (have_mm && ((rc = read_vec(o, "min", mn, &d2, where, err, el)) || (rc = read_vec(o, "max", mx, &d2, where, err, el))))
         return rc;
+    for (int i = 0; have_mm && i < f->dim; i++)
+        if (!(mn[i] <= mx[i]))
+            return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s: min[%d] = %g is above max[%d] = %g", where,
+                             i, mn[i], i, mx[i]);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "mask");
     if (m && (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != f->dim))
         return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.mask must list %d booleans", where, f->dim);
     for (int i = 0; i < f->dim; i++) {
-        f->mask[i] = m ? cJSON_IsTrue(cJSON_GetArrayItem(m, i)) : 1;
+        const cJSON *b = m ? cJSON_GetArrayItem(m, i) : NULL;
+        if (m && !cJSON_IsBool(b))
+            return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.mask[%d] is not a boolean (true/false)",
+                             where, i);
+        f->mask[i] = m ? cJSON_IsTrue(b) : 1;
         f->zero[i] = have_mm && mn[i] == mx[i];
     }
+    return 0;
+}
+
+/* An optional string field of a tag, copied whole or refused with the limit named. */
+static int tag_str(const cJSON *t, const char *tag, const char *key, char *dst, size_t cap, char *err, size_t el)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, key);
+    dst[0] = 0;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v)) return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s must be a string", tag, key);
+    if (strlen(v->valuestring) >= cap)
+        return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s is %zu bytes; the limit is %zu", tag, key,
+                         strlen(v->valuestring), cap - 1);
+    memcpy(dst, v->valuestring, strlen(v->valuestring) + 1);
+    return 0;
+}
+
+/* An optional positive integer field of a tag (0 when absent). */
+static int tag_int(const cJSON *t, const char *tag, const char *key, int *dst, char *err, size_t el)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, key);
+    *dst = 0;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || !(v->valuedouble >= 1 && v->valuedouble <= 1024))
+        return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.%s must be an integer in 1..1024", tag, key);
+    *dst = (int)v->valuedouble;
     return 0;
 }
 
 int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size_t el)
 {
     memset(ns, 0, sizeof *ns);
-    cJSON *r = cJSON_Parse(json);
-    int rc = 0;
+    cJSON *r = NULL;
+    int rc = mact_json_parse(json, strlen(json), "norm_stats.json", &r, err, el);
+    if (rc) return rc;
     if (!cJSON_IsObject(r)) { rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: not a JSON object"); goto out; }
-    const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "norm_mode"));
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(r, "format");
+    if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "molmoact2_norm_stats.v1"))) {
+        rc = mact_errf(err, el, MACT_ERR_UNSUPPORTED, "norm_stats.json: format \"%.80s\" is not supported (only "
+                       "molmoact2_norm_stats.v1)", cJSON_IsString(fmt) ? fmt->valuestring : "(not a string)");
+        goto out;
+    }
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(r, "norm_mode");
+    if (mo && !cJSON_IsNull(mo) && !cJSON_IsString(mo)) {
+        rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: norm_mode must be a string");
+        goto out;
+    }
+    const char *mode = cJSON_GetStringValue(mo);
     if (!mode || !strcmp(mode, "q01_q99")) ns->mode = MACT_NORM_Q01_Q99;
     else if (!strcmp(mode, "min_max")) ns->mode = MACT_NORM_MIN_MAX;
     else if (!strcmp(mode, "mean_std")) ns->mode = MACT_NORM_MEAN_STD;
     else if (!strcmp(mode, "q10_q90")) ns->mode = MACT_NORM_Q10_Q90;
     else if (!strcmp(mode, "none")) ns->mode = MACT_NORM_NONE;
-    else { rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: unknown norm_mode \"%s\"", mode); goto out; }
+    else { rc = mact_errf(err, el, MACT_ERR_UNSUPPORTED, "norm_stats.json: unknown norm_mode \"%.80s\"", mode); goto out; }
     const cJSON *tags = cJSON_GetObjectItemCaseSensitive(r, "metadata_by_tag"), *t;
     if (!cJSON_IsObject(tags) || !cJSON_GetArraySize(tags)) {
         rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: metadata_by_tag missing or empty");
         goto out;
     }
+    if (cJSON_GetArraySize(tags) > MACT_NORM_MAX_TAGS) {
+        rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: metadata_by_tag has %d tags; the limit is %d",
+                       cJSON_GetArraySize(tags), MACT_NORM_MAX_TAGS);
+        goto out;
+    }
     cJSON_ArrayForEach(t, tags) {
-        if (ns->n_tags == MACT_NORM_MAX_TAGS) break;
         mact_norm_tag *g = &ns->tags[ns->n_tags];
-        snprintf(g->name, sizeof g->name, "%s", t->string);
+        size_t nl = strlen(t->string);
+        if (nl == 0 || nl >= sizeof g->name) {
+            rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: tag name of %zu bytes (\"%.40s...\"); names "
+                           "have 1..%zu bytes", nl, t->string, sizeof g->name - 1);
+            goto out;
+        }
+        memcpy(g->name, t->string, nl + 1);
+        if (!cJSON_IsObject(t)) {
+            rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: tag %s is not an object", g->name);
+            goto out;
+        }
         char where[200];
         snprintf(where, sizeof where, "%s.state_stats", g->name);
         if ((rc = read_feature(cJSON_GetObjectItemCaseSensitive(t, "state_stats"), ns->mode, &g->state, where, err, el)))
@@ -84,13 +158,16 @@ int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size
         snprintf(where, sizeof where, "%s.action_stats", g->name);
         if ((rc = read_feature(cJSON_GetObjectItemCaseSensitive(t, "action_stats"), ns->mode, &g->action, where, err, el)))
             goto out;
-        const cJSON *v;
-        g->action_horizon = (v = cJSON_GetObjectItemCaseSensitive(t, "action_horizon")) && cJSON_IsNumber(v) ? v->valueint : 0;
-        g->n_action_steps = (v = cJSON_GetObjectItemCaseSensitive(t, "n_action_steps")) && cJSON_IsNumber(v) ? v->valueint : 0;
-        const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "setup_type"));
-        snprintf(g->setup_type, sizeof g->setup_type, "%s", s ? s : "");
-        s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "control_mode"));
-        snprintf(g->control_mode, sizeof g->control_mode, "%s", s ? s : "");
+        if ((rc = tag_int(t, g->name, "action_horizon", &g->action_horizon, err, el)) ||
+            (rc = tag_int(t, g->name, "n_action_steps", &g->n_action_steps, err, el)) ||
+            (rc = tag_str(t, g->name, "setup_type", g->setup_type, sizeof g->setup_type, err, el)) ||
+            (rc = tag_str(t, g->name, "control_mode", g->control_mode, sizeof g->control_mode, err, el)))
+            goto out;
+        if (g->action_horizon && g->n_action_steps > g->action_horizon) {
+            rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.n_action_steps %d exceeds action_horizon %d",
+                           g->name, g->n_action_steps, g->action_horizon);
+            goto out;
+        }
         ns->n_tags++;
     }
 out:

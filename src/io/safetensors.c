@@ -6,6 +6,8 @@
 #include "io/safetensors.h"
 
 #include <cjson/cJSON.h>
+#include "base/file.h"
+#include "base/json.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -481,9 +483,11 @@ int mact_st_parse_header(const uint8_t *buf, size_t len, const char *what, mact_
 /* Maps path read-only and parses it into st. */
 static int open_one(mact_st *st, const char *path, const char *role, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* checked before the open: a FIFO or device would block or stream */
+    char why[512];
+    int fd = mact_file_open_regular(path, why, sizeof why);
     if (fd < 0) {
-        set_err(err, errlen, "%s: cannot open %s: %s", path, role, strerror(errno));
+        set_err(err, errlen, "cannot open %s: %s", role, why);
         return -1;
     }
     struct stat sb;
@@ -542,34 +546,18 @@ static int open_index(mact_st *st, const char *index_path, char *err, size_t err
     idx_entry *ents = NULL;
     cJSON *root = NULL;
 
-    FILE *fp = fopen(index_path, "rb");
-    if (!fp) {
-        set_err(err, errlen, "%s: cannot open index: %s", index_path, strerror(errno));
+    size_t n = 0;
+    char why[512];
+    if (mact_file_read_all(index_path, (size_t)MACT_ST_MAX_HEADER, &text, &n, why, sizeof why)) {
+        set_err(err, errlen, "cannot read the index: %s", why);
         return -1;
     }
-    struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0 || (uint64_t)sb.st_size > MACT_ST_MAX_HEADER) {
-        set_err(err, errlen, "%s: index file unreadable or larger than %llu bytes", index_path,
-                (unsigned long long)MACT_ST_MAX_HEADER);
-        fclose(fp);
-        return -1;
-    }
-    size_t n = (size_t)sb.st_size;
-    if (!(text = malloc(n + 1))) {
-        fclose(fp);
-        set_err(err, errlen, "%s: out of memory", index_path);
-        return -1;
-    }
-    if (fread(text, 1, n, fp) != n) {
-        set_err(err, errlen, "%s: read failed", index_path);
-        fclose(fp);
+    if (mact_json_parse(text, n, index_path, &root, why, sizeof why)) {
+        set_err(err, errlen, "malformed JSON in the index: %s", why);
         goto out;
     }
-    fclose(fp);
-    text[n] = 0;
-    root = cJSON_ParseWithLength(text, n);
-    if (!root || !cJSON_IsObject(root)) {
-        set_err(err, errlen, "%s: malformed JSON in the index", index_path);
+    if (!cJSON_IsObject(root)) {
+        set_err(err, errlen, "%s: malformed JSON in the index (not an object)", index_path);
         goto out;
     }
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
@@ -594,8 +582,8 @@ static int open_index(mact_st *st, const char *index_path, char *err, size_t err
         /* Shards live next to the index; refusing separators keeps a crafted index from pointing
          * the loader at arbitrary files. */
         if (!s || !*s || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) {
-            set_err(err, errlen, "%s: weight_map entry '%s' is not a plain shard file name", index_path,
-                    e->string);
+            set_err(err, errlen, "%s: weight_map entry '%s' -> '%s' is not a plain shard file name", index_path,
+                    e->string, s ? s : "(not a string)");
             goto out;
         }
         ents[k].tensor = e->string;

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <utf8proc.h>
+#include "base/file.h"
+#include "base/json.h"
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include "mact.h"
@@ -579,12 +581,11 @@ int mact_tokenizer_load_json(const char *json, size_t len, mact_tokenizer **out,
     if (!out) return set_err(err, errlen, MACT_ERR_INPUT, "tokenizer: NULL output");
     *out = NULL;
     if (!json) return set_err(err, errlen, MACT_ERR_INPUT, "tokenizer: NULL json");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    if (!root) {
-        size_t off = (end && end >= json) ? (size_t)(end - json) : 0;
-        return set_err(err, errlen, MACT_ERR_FORMAT, "tokenizer.json: invalid JSON near byte %zu", off);
-    }
+    /* strict JSON: every key and string valid UTF-8 (added tokens split the text, and the pieces between them
+     * go to PCRE2 without its UTF check), no duplicated key, bounded depth */
+    cJSON *root = NULL;
+    int jrc = mact_json_parse(json, len, "tokenizer.json", &root, err, errlen);
+    if (jrc) return jrc;
     mact_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
         cJSON_Delete(root);
@@ -601,6 +602,11 @@ int mact_tokenizer_load_json(const char *json, size_t len, mact_tokenizer **out,
     if (!rc && !has_bl)
         rc = set_err(err, errlen, MACT_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer has no ByteLevel step");
     cJSON_Delete(root);
+    /* the id table is sized by the largest id: refuse a file whose ids are far sparser than a real vocab */
+    if (!rc && t->vocab_size > 2 * (int64_t)(t->vocab.n + t->n_added) + 4096)
+        rc = set_err(err, errlen, MACT_ERR_FORMAT, "tokenizer.json: the largest token id %lld is far above the %zu "
+                     "tokens defined (ids may leave at most as many gaps as tokens, plus 4096)",
+                     (long long)t->vocab_size - 1, t->vocab.n + t->n_added);
     if (!rc) {
         t->id_to_tok = calloc((size_t)(t->vocab_size ? t->vocab_size : 1), sizeof *t->id_to_tok);
         if (!t->id_to_tok) rc = set_err(err, errlen, MACT_ERR_NOMEM, "tokenizer: out of memory");
@@ -626,26 +632,11 @@ int mact_tokenizer_load(const char *path, mact_tokenizer **out, char *err, size_
     if (!out) return set_err(err, errlen, MACT_ERR_INPUT, "tokenizer: NULL output");
     *out = NULL;
     if (!path) return set_err(err, errlen, MACT_ERR_INPUT, "tokenizer: NULL path");
-    FILE *f = fopen(path, "rb");
-    if (!f) return set_err(err, errlen, MACT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (int64_t)st.st_size > MAX_JSON_BYTES) {
-        fclose(f);
-        return set_err(err, errlen, MACT_ERR_IO, "%s: not a regular file of at most 1 GiB", path);
-    }
-    size_t n = (size_t)st.st_size;
-    char *buf = malloc(n ? n : 1);
-    if (!buf) {
-        fclose(f);
-        return set_err(err, errlen, MACT_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t got = fread(buf, 1, n, f);
-    fclose(f);
-    if (got != n) {
-        free(buf);
-        return set_err(err, errlen, MACT_ERR_IO, "%s: read failed", path);
-    }
-    char sub[512] = "";
+    char *buf = NULL;
+    size_t n = 0;
+    int frc = mact_file_read_all(path, (size_t)MAX_JSON_BYTES, &buf, &n, err, errlen);
+    if (frc) return frc;
+    char sub[1024] = "";
     int rc = mact_tokenizer_load_json(buf, n, out, sub, sizeof sub);
     free(buf);
     if (rc) set_err(err, errlen, rc, "%s: %s", path, sub);
@@ -665,6 +656,23 @@ const char *mact_tokenizer_id_to_token(const mact_tokenizer *t, int64_t id)
 {
     if (!t || id < 0 || id >= t->vocab_size) return NULL;
     return t->id_to_tok[id];
+}
+
+int mact_tokenizer_find_added(const mact_tokenizer *t, const char *text, size_t len, size_t *off,
+                              const char **content)
+{
+    if (!t || !text) return 0;
+    for (size_t i = 0; i < len; i++) {
+        size_t ml = 0;
+        int32_t k = trie_longest(&t->raw_trie, text + i, len - i, &ml);
+        if (k < 0) k = trie_longest(&t->norm_trie, text + i, len - i, &ml);
+        if (k >= 0) {
+            *off = i;
+            *content = t->added[k].content;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int64_t mact_tokenizer_vocab_size(const mact_tokenizer *t) { return t ? t->vocab_size : 0; }

@@ -49,6 +49,11 @@ int mact_tokenizer_encode(const mact_tokenizer *tok, const char *text, size_t le
 int64_t mact_tokenizer_token_to_id(const mact_tokenizer *tok, const char *token);
 /* The string of an id (NUL-terminated, owned by the tokenizer), NULL when no token has this id. */
 const char *mact_tokenizer_id_to_token(const mact_tokenizer *tok, int64_t id);
+/* Finds the first (leftmost) place in text[0..len) where the content of any added token occurs as a
+ * literal, ignoring the single_word / lstrip / rstrip conditions (so it finds a superset of what encode
+ * would match). Returns 1 and sets *off and *content (owned by the tokenizer), or 0 when none occurs. */
+int mact_tokenizer_find_added(const mact_tokenizer *tok, const char *text, size_t len, size_t *off,
+                              const char **content);
 /* 1 + the largest id of any token (vocab or added). */
 int64_t mact_tokenizer_vocab_size(const mact_tokenizer *tok);
 #endif

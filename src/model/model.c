@@ -9,8 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
+#include <sys/stat.h>
+#include "base/file.h"
+#include "base/json.h"
 #include "model/model.h"
 #include "model/table.h"
+
+/* Largest auxiliary JSON file read whole (config.json, norm_stats.json, adapter_config.json, ...). */
+#define MACT_JSON_FILE_MAX ((size_t)64 << 20)
 #include "io/npy.h"
 #include "io/normstats.h"
 #include "io/tokenizer.h"
@@ -129,20 +135,26 @@ static int read_lora_scale(struct mact_model *m, struct mact_ctable *ct, char *e
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", m->dir);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat sb;
+    if (stat(path, &sb) != 0)
         return mact_errf(err, errlen, MACT_ERR_MODEL, "checkpoint has LoRA tensors (lora_A/lora_B) but no %s "
                          "to give lora_alpha and r", path);
-    char buf[65536];
-    size_t len = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[len] = 0;
-    cJSON *j = cJSON_Parse(buf);
+    char *txt = NULL, jerr[512];
+    size_t len = 0;
+    cJSON *j = NULL;
+    if (mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, &len, jerr, sizeof jerr) ||
+        mact_json_parse(txt, len, "adapter_config.json", &j, jerr, sizeof jerr)) {
+        free(txt);
+        return mact_errf(err, errlen, MACT_ERR_FORMAT, "%s", jerr);
+    }
+    free(txt);
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "lora_alpha"), *r = cJSON_GetObjectItemCaseSensitive(j, "r");
-    int ok = cJSON_IsNumber(a) && cJSON_IsNumber(r) && r->valuedouble > 0;
+    int ok = cJSON_IsNumber(a) && cJSON_IsNumber(r) && r->valuedouble > 0 && isfinite(a->valuedouble) &&
+             r->valuedouble <= 65536 && r->valuedouble == floor(r->valuedouble) && fabs(a->valuedouble) <= 1e6;
     if (ok) ct->lora_scale = (float)(a->valuedouble / r->valuedouble);
     cJSON_Delete(j);
-    if (!ok) return mact_errf(err, errlen, MACT_ERR_FORMAT, "%s: needs numeric lora_alpha and r > 0", path);
+    if (!ok) return mact_errf(err, errlen, MACT_ERR_FORMAT, "%s: needs a finite lora_alpha (|alpha| <= 1e6) and an "
+                              "integer r in 1..65536", path);
     return 0;
 }
 
@@ -348,17 +360,10 @@ static int resolve_vit_depth(struct mact_model *m, struct mact_ctable *ct, char 
 
 int mact_read_file(const char *path, char **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    if (fseek(f, 0, SEEK_END) || ftell(f) < 0) { fclose(f); return -1; }
-    long n = ftell(f);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); fclose(f); return -1; }
-    fclose(f);
-    b[n] = 0;
-    *out = b;
-    if (len) *len = (size_t)n;
+    /* regular files only (a FIFO would block, a directory reads as garbage), whole or not at all */
+    char e[64];
+    int rc = mact_file_read_text(path, MACT_JSON_FILE_MAX, out, len, e, sizeof e);
+    if (rc) { errno = rc == MACT_ERR_INPUT ? EFBIG : errno ? errno : EINVAL; return -1; }
     return 0;
 }
 
@@ -370,7 +375,7 @@ static void load_optional(struct mact_model *m)
     snprintf(path, sizeof path, "%s/tokenizer.json", m->dir);
     if (mact_tokenizer_load(path, &m->tok, m->tok_err, sizeof m->tok_err)) m->tok = NULL;
     snprintf(path, sizeof path, "%s/norm_stats.json", m->dir);
-    if (mact_read_file(path, &txt, NULL)) snprintf(m->ns_err, sizeof m->ns_err, "cannot read %.400s", path);
+    if (mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, NULL, m->ns_err, sizeof m->ns_err)) txt = NULL;
     else {
         m->ns = calloc(1, sizeof *m->ns);
         if (!m->ns || mact_norm_stats_parse(txt, m->ns, m->ns_err, sizeof m->ns_err)) { free(m->ns); m->ns = NULL; }
@@ -403,10 +408,7 @@ mact_status mact_model_load(const char *dir, const mact_load_options *opt, mact_
     char path[4200], *txt = NULL;
     int rc;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (mact_read_file(path, &txt, NULL)) {
-        rc = mact_errf(err, errlen, MACT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-        goto fail;
-    }
+    if ((rc = mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, NULL, err, errlen))) goto fail;
     rc = mact_config_parse(txt, &m->cfg, err, errlen);
     free(txt);
     if (rc) goto fail;

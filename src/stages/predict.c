@@ -120,6 +120,8 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     char task_norm[MACT_MAX_TASK];
     if (mact_normalize_task(task, task_norm, sizeof task_norm, err, sizeof err))
         return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
+    if (mact_prompt_check_inputs(m->tok, task_norm, tag->setup_type, tag->control_mode, err, sizeof err))
+        return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
     if (mact_build_prompt_text(n_frames, task_norm, tag->setup_type, tag->control_mode, bins, state_dim, s->text,
                                MACT_PROMPT_TEXT_CAP, err, sizeof err))
         return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);

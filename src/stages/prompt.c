@@ -6,6 +6,7 @@
 #include <utf8proc.h>
 #include "model/model.h"
 #include "stages/prompt.h"
+#include "io/tokenizer.h"
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
@@ -67,12 +68,13 @@ static int strip_trailing(char *s)
 
 int mact_normalize_task(const char *in, char *out, size_t cap, char *err, size_t el)
 {
+    if (!in || !out || cap < 2) return mact_errf(err, el, MACT_ERR_INPUT, "task normalisation: NULL text or no room");
     size_t o = 0;
     int space = 0;
     /* collapse whitespace runs to one space */
     for (const char *p = in; *p; p++) {
         if (is_ws(*p)) { space = o > 0; continue; }
-        if (o + 2 >= cap) return mact_errf(err, el, MACT_ERR_INPUT, "task text longer than %zu bytes", cap - 2);
+        if (o + 2 >= cap) return mact_errf(err, el, MACT_ERR_INPUT, "task is longer than the limit of %zu bytes", cap - 1);
         if (space) out[o++] = ' ';
         space = 0;
         out[o++] = *p;
@@ -85,9 +87,11 @@ int mact_normalize_task(const char *in, char *out, size_t cap, char *err, size_t
         changed |= strip_trailing(out);
         trim(out);
     }
-    /* several sentences -> joined with "; " */
-    char tmp[MACT_MAX_TASK];
-    size_t t = 0, n = strlen(out);
+    /* several sentences -> joined with "; ". The joined text can be longer than its input ("a.b" -> "a; b"),
+     * so it goes to a buffer sized from the input (at most 2 bytes out per byte in) and is then bounded. */
+    size_t n = strlen(out), t = 0;
+    char *tmp = malloc(2 * n + 1);
+    if (!tmp) return mact_errf(err, el, MACT_ERR_NOMEM, "task normalisation: out of memory");
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j < n && !strchr(".!?", out[j])) j++;
@@ -103,10 +107,21 @@ int mact_normalize_task(const char *in, char *out, size_t cap, char *err, size_t
         i = j;
     }
     tmp[t] = 0;
+    if (t + 1 > cap) {
+        free(tmp);
+        return mact_errf(err, el, MACT_ERR_INPUT, "task is longer than the limit of %zu bytes once its sentences are "
+                         "joined with \"; \"", cap - 1);
+    }
+    if (t == 0) {
+        free(tmp);
+        return mact_errf(err, el, MACT_ERR_INPUT, "task is empty (after removing whitespace, quotes, prefixes and "
+                         "punctuation)");
+    }
     /* Unicode lowercase */
     utf8proc_uint8_t *low = NULL;
     utf8proc_ssize_t m = utf8proc_map_custom((const utf8proc_uint8_t *)tmp, (utf8proc_ssize_t)t, &low,
                                              UTF8PROC_STABLE, NULL, NULL);
+    free(tmp);
     if (m < 0) return mact_errf(err, el, MACT_ERR_INPUT, "task is not valid UTF-8: %s", utf8proc_errmsg(m));
     size_t w = 0;
     for (utf8proc_ssize_t i = 0; i < m;) {
@@ -115,7 +130,11 @@ int mact_normalize_task(const char *in, char *out, size_t cap, char *err, size_t
         if (k < 0) break;
         utf8proc_uint8_t enc[4];
         utf8proc_ssize_t e = utf8proc_encode_char(utf8proc_tolower(cp), enc);
-        if (w + (size_t)e + 1 >= cap) { free(low); return mact_errf(err, el, MACT_ERR_INPUT, "task too long"); }
+        if (w + (size_t)e + 1 > cap) {
+            free(low);
+            return mact_errf(err, el, MACT_ERR_INPUT, "task is longer than the limit of %zu bytes once lowercased",
+                             cap - 1);
+        }
         memcpy(out + w, enc, (size_t)e);
         w += (size_t)e;
         i += k;
@@ -145,4 +164,34 @@ int mact_build_prompt_text(int n_images, const char *task_norm, const char *setu
     P("<|im_end|>\n<|im_start|>assistant\n<action_output>");
 #undef P
     return 0;
+}
+
+/* One field: refused when any added token of the tokenizer occurs in it (matched as the tokenizer would
+ * match it: on the raw text, and on its NFC form when the tokenizer normalises). */
+static int check_field(const mact_tokenizer *tok, const char *what, const char *text, char *err, size_t el)
+{
+    size_t n = strlen(text), off = 0;
+    const char *content = NULL;
+    if (mact_tokenizer_find_added(tok, text, n, &off, &content))
+        return mact_errf(err, el, MACT_ERR_INPUT, "%s contains the special token \"%.80s\" at byte %zu; a %s may not "
+                         "contain the tokenizer's special tokens", what, content, off, what);
+    utf8proc_uint8_t *nfc = NULL;
+    utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)n, &nfc,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (m < 0) { free(nfc); return mact_errf(err, el, MACT_ERR_INPUT, "%s is not valid UTF-8", what); }
+    int hit = mact_tokenizer_find_added(tok, (const char *)nfc, (size_t)m, &off, &content);
+    free(nfc);
+    if (hit)
+        return mact_errf(err, el, MACT_ERR_INPUT, "%s contains the special token \"%.80s\" (after NFC normalisation); "
+                         "a %s may not contain the tokenizer's special tokens", what, content, what);
+    return 0;
+}
+
+int mact_prompt_check_inputs(const struct mact_tokenizer *tok, const char *task_norm, const char *setup,
+                             const char *control, char *err, size_t el)
+{
+    int rc = check_field(tok, "task", task_norm, err, el);
+    if (!rc && setup) rc = check_field(tok, "norm tag setup_type", setup, err, el);
+    if (!rc && control) rc = check_field(tok, "norm tag control_mode", control, err, el);
+    return rc;
 }
