@@ -20,6 +20,7 @@
 #include "model/table.h"
 #include "base/rng.h"
 #include "dev/synth_internal.h"
+#include "base/file.h"
 #include "kernels/threadpool.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -280,16 +281,15 @@ static int write_text(const char *dir, const char *name, const char *text, int64
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) return mact_errf(err, errlen, MACT_ERR_IO, "synth: cannot create %s: %s", path, strerror(errno));
     size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n && fputc('\n', f) != EOF;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) {
-        int e = errno;
-        unlink(path);
-        return mact_errf(err, errlen, MACT_ERR_IO, "synth: cannot write %s: %s", path, strerror(e));
-    }
+    char *buf = malloc(n + 1);
+    if (!buf) return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory writing %s", path);
+    memcpy(buf, text, n);
+    buf[n] = '\n';
+    /* through a temporary name: a failure leaves no half-written file */
+    int rc = mact_file_write_atomic(path, buf, n + 1, err, errlen);
+    free(buf);
+    if (rc) return rc;
     *total += (int64_t)n + 1;
     return 0;
 }

@@ -20,6 +20,7 @@
 #include "mact.h"
 #include "base/err.h"
 #include "io/npy_internal.h"
+#include "base/file.h"
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -171,11 +172,9 @@ int mact_npy_descr(int dtype, char *out, size_t cap)
 int mact_npyi_map_file(const char *path, mapped *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
+    /* checked to be a regular file before the open: a FIFO or a device never blocks the reader */
+    int fd = mact_file_open_regular(path, err, errlen);
+    if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));

@@ -374,6 +374,27 @@ static void load_optional(struct mact_model *m)
     char path[4200], *txt = NULL;
     snprintf(path, sizeof path, "%s/tokenizer.json", m->dir);
     if (mact_tokenizer_load(path, &m->tok, m->tok_err, sizeof m->tok_err)) m->tok = NULL;
+    /* every special token the robot prompt is built from must be one token of this tokenizer: a missing one
+     * would be split into ordinary pieces and the model would read another prompt */
+    static const char *const need[] = {"<|image|>", "<|im_start|>", "<|im_end|>", "<setup_start>", "<setup_end>",
+                                       "<state_start>", "<state_end>", "<control_start>", "<control_end>",
+                                       "<action_output>"};
+    for (size_t i = 0; m->tok && i < sizeof need / sizeof need[0]; i++)
+        if (mact_tokenizer_token_to_id(m->tok, need[i]) < 0) {
+            snprintf(m->tok_err, sizeof m->tok_err, "tokenizer.json has no '%s' token (the robot prompt needs it)", need[i]);
+            mact_tokenizer_free(m->tok);
+            m->tok = NULL;
+        }
+    for (int k = 0; m->tok && k < m->cfg.num_state_tokens; k++) {
+        char t[32];
+        snprintf(t, sizeof t, "<state_%d>", k);
+        if (mact_tokenizer_token_to_id(m->tok, t) < 0) {
+            snprintf(m->tok_err, sizeof m->tok_err, "tokenizer.json has no '%s' token (num_state_tokens is %d)", t,
+                     m->cfg.num_state_tokens);
+            mact_tokenizer_free(m->tok);
+            m->tok = NULL;
+        }
+    }
     snprintf(path, sizeof path, "%s/norm_stats.json", m->dir);
     if (mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, NULL, m->ns_err, sizeof m->ns_err)) txt = NULL;
     else {

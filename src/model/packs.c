@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "base/file.h"
 #include "base/rng.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -248,7 +249,7 @@ static const uint8_t *cache_load(const plist *L, const char *dir, uint64_t key, 
 {
     char path[8192];
     cache_path(path, sizeof path, dir, L->prec, key);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = mact_file_open_regular(path, NULL, 0);  /* a FIFO named like the cache never blocks the load */
     if (fd < 0) return NULL;
     pc_row *want = malloc((L->n + 1) * sizeof *want), *rows = NULL;
     size_t n = 0;
