@@ -17,8 +17,10 @@ def _numpy(x):
 
 
 def _image(x, key):
-    """A LeRobot image -> HxWx3 uint8: HWC uint8 as a robot gives it, or CHW float in [0, 1] as LeRobot's
-    datasets and preprocessors give it (scaled by 255 and rounded half to even); a leading batch of 1 dropped."""
+    """A LeRobot image -> HxWx3 uint8: HWC uint8 as a robot gives it, or CxHxW / HxWxC float in [0, 1] as
+    LeRobot's datasets and preprocessors give it; a leading batch of 1 dropped. Floats become bytes as libmact
+    does it for a float .npy frame (`mact run --image`): the float32 product x * 255 truncated, clamped to
+    [0, 255], NaN -> 0."""
     a = _numpy(x)
     if a.ndim == 4:
         if a.shape[0] != 1:
@@ -27,9 +29,9 @@ def _image(x, key):
     if a.ndim == 3 and a.shape[0] == 3 and a.shape[2] != 3:
         a = np.transpose(a, (1, 2, 0))
     if a.dtype.kind == "f":
-        if a.size and not (np.isfinite(a).all() and a.min() >= 0.0 and a.max() <= 1.0):
-            raise input_error(f"{key}: float image outside [0, 1]; pass uint8, or floats in [0, 1]")
-        a = np.rint(a * 255.0).astype(np.uint8)
+        v = a.astype(np.float32) * np.float32(255.0)
+        with np.errstate(invalid="ignore"):
+            a = np.where(v > 0, np.minimum(v, np.float32(255.0)), np.float32(0.0)).astype(np.uint8)
     return a
 
 
@@ -40,7 +42,7 @@ class LeRobotAdapter:
     the queue is empty; ``reset()`` empties the queue (call it at the start of each episode).
 
     observation: a LeRobot observation dict: ``observation.images.<camera>`` (HxWx3 uint8, or CxHxW float in
-    [0, 1]; a leading batch of 1 allowed), ``observation.state`` (raw robot units, [state_dim] or [1,
+    [0, 1], converted as libmact converts a float frame; a leading batch of 1 allowed), ``observation.state`` (raw robot units, [state_dim] or [1,
     state_dim]) and ``task`` (a str, or a list of one str; else the ``task`` given here).
 
     camera_keys: the observation keys of the cameras in the checkpoint's camera order (full keys or just the

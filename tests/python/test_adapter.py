@@ -1,10 +1,11 @@
 """mact.LeRobotAdapter: select_action returns the chunk's rows in order and refills when the queue is empty;
 LeRobot observation dicts, camera keys mapped to the checkpoint's camera order."""
+import os
 import unittest
 
 import numpy as np
 
-from common import MODEL, STATE, TASK, bitwise_equal, frame, mact
+from common import DIR, MODEL, STATE, TASK, bitwise_equal, frame, mact, mact_run
 
 
 class Adapter(unittest.TestCase):
@@ -62,14 +63,25 @@ class Adapter(unittest.TestCase):
         self.assertIn("observation.images.front", str(cm.exception))
 
     def test_lerobot_batched_float_chw(self):
-        # LeRobot's own layout: batch of 1, CxHxW float in [0, 1], state [1, d], task a list of one
-        o = self.obs(**{"observation.images.image": (self.frames[0].transpose(2, 0, 1)[None] / 255.0).astype(np.float32),
-                        "observation.images.wrist_image": self.frames[1].transpose(2, 0, 1) / 255.0,
+        # LeRobot's own layout: batch of 1, CxHxW float in [0, 1], state [1, d], task a list of one. The floats
+        # become bytes as libmact does it for a float32 .npy frame: the same actions as `mact run` on those files
+        rng = np.random.default_rng(2)
+        f0 = rng.random((48, 64, 3), dtype=np.float32)
+        f0[0, 0] = [0.0, 1.0, 0.5]
+        f1 = (self.frames[1] / 255.0).astype(np.float32)
+        paths = [os.path.join(DIR, "float0.npy"), os.path.join(DIR, "float1.npy")]
+        np.save(paths[0], f0)
+        np.save(paths[1], f1)
+        ref, err, _ = mact_run(paths)
+        self.assertIsNotNone(ref, err)
+        o = self.obs(**{"observation.images.image": f0.transpose(2, 0, 1)[None],
+                        "observation.images.wrist_image": f1.transpose(2, 0, 1).astype(np.float64),
                         "observation.state": np.array([STATE], np.float32), "task": [TASK]})
         ad = mact.LeRobotAdapter(self.policy)
         a = ad.select_action(o)
         self.assertEqual(a.shape, (1, 7))
-        self.assertTrue(bitwise_equal(a[0], self.chunk()[0]))
+        self.assertTrue(bitwise_equal(a[0], ref[0]))
+        self.assertTrue(bitwise_equal(ad.select_action(o)[0], ref[1]))
 
     def test_task_from_adapter(self):
         o = self.obs()

@@ -131,6 +131,16 @@ class Lowlevel(unittest.TestCase):
             for f, _ in py._fields_:
                 self.assertEqual(int(got[f"{cname}.{f}"]), getattr(py, f).offset, f"{cname}.{f}")
 
+    def test_no_heavy_imports(self):
+        # numpy only: PIL is imported by the caller when it wants PIL images, PyTorch never
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); import mact, numpy as np; "
+                "p = mact.Policy.from_pretrained(sys.argv[2]); "
+                "p.predict_action(images=[np.zeros((8, 8, 3), np.uint8)] * 2, task='t', state=[0] * 8); "
+                "print(sorted(m for m in ('PIL', 'torch', 'transformers', 'cffi') if m in sys.modules))")
+        r = subprocess.run([sys.executable, "-c", code, os.path.dirname(os.path.dirname(mact.__file__)), MODEL],
+                           capture_output=True, text=True, cwd=DIR)
+        self.assertEqual(r.stdout.strip(), "[]", r.stderr)
+
     def test_version(self):
         hdr = open(os.path.join(REPO, "include", "mact.h")).read()
         v = re.search(r'#define MACT_VERSION_STRING "([^"]+)"', hdr).group(1)
