@@ -25,7 +25,11 @@ int mact_file_check_regular(const char *path, char *err, size_t el)
 {
     struct stat st;
     if (!path) return ferr(err, el, MACT_ERR_IO, "(null)", "no path");
-    if (stat(path, &st) != 0) return ferr(err, el, MACT_ERR_IO, path, strerror(errno));
+    if (stat(path, &st) != 0) {
+        char what[160];
+        snprintf(what, sizeof what, "cannot open: %s", strerror(errno));
+        return ferr(err, el, MACT_ERR_IO, path, what);
+    }
     if (!S_ISREG(st.st_mode)) return ferr(err, el, MACT_ERR_IO, path, kind(st.st_mode));
     return 0;
 }
@@ -35,7 +39,11 @@ int mact_file_open_regular(const char *path, char *err, size_t el)
     int rc = mact_file_check_regular(path, err, el);
     if (rc) return rc;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return ferr(err, el, MACT_ERR_IO, path, strerror(errno));
+    if (fd < 0) {
+        char what[160];
+        snprintf(what, sizeof what, "cannot open: %s", strerror(errno));
+        return ferr(err, el, MACT_ERR_IO, path, what);
+    }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);

@@ -163,6 +163,21 @@ int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size
             (rc = tag_str(t, g->name, "setup_type", g->setup_type, sizeof g->setup_type, err, el)) ||
             (rc = tag_str(t, g->name, "control_mode", g->control_mode, sizeof g->control_mode, err, el)))
             goto out;
+        const cJSON *ck = cJSON_GetObjectItemCaseSensitive(t, "camera_keys");
+        if (ck && !cJSON_IsNull(ck)) {
+            const cJSON *k;
+            if (!cJSON_IsArray(ck) || cJSON_GetArraySize(ck) > 64) {
+                rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.camera_keys must be a list of at most 64 "
+                               "names", g->name);
+                goto out;
+            }
+            cJSON_ArrayForEach(k, ck) if (!cJSON_IsString(k)) {
+                rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.camera_keys has a non-string entry",
+                               g->name);
+                goto out;
+            }
+            g->n_cameras = cJSON_GetArraySize(ck);
+        }
         if (g->action_horizon && g->n_action_steps > g->action_horizon) {
             rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.n_action_steps %d exceeds action_horizon %d",
                            g->name, g->n_action_steps, g->action_horizon);

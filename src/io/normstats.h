@@ -21,6 +21,7 @@ typedef struct {
     char name[128];
     mact_feature_stats state, action;
     int action_horizon, n_action_steps;
+    int n_cameras;                    /* entries of camera_keys (0: the tag names none, as SO100 tags do) */
     char setup_type[512], control_mode[256];
 } mact_norm_tag;
 
