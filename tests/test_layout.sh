@@ -28,7 +28,9 @@ for line in open(sys.argv[2]).read().splitlines():  # objdump -t: the section of
     if m: member = m.group(1); continue
     m = re.match(r'^[0-9a-f]+ [lgu! ].{5}O (\.\S+)\s+[0-9a-f]+ (?:\.hidden )?(\S+)$', line)  # O: an object
     # writable storage: .data / .bss and thread-locals; .data.rel.ro is a constant table with pointers
-    if m and member and re.match(r'\.(data|bss|tdata|tbss)(\.|$)', m.group(1)) and 'rel.ro' not in m.group(1):
+    # (the sanitizers' own bookkeeping symbols, __asan_* / __odr_asan*, are not the program's)
+    if m and member and re.match(r'\.(data|bss|tdata|tbss)(\.|$)', m.group(1)) and 'rel.ro' not in m.group(1) \
+            and not m.group(2).startswith(('__asan', '__odr_asan', '__ubsan', '__tsan')):
         data[member].add(m.group(2))
 for line in nm:
     head, _, rest = line.partition(': ') if ': ' in line else (line, '', '')

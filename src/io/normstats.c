@@ -33,7 +33,7 @@ static int read_vec(const cJSON *o, const char *key, double *v, int *dim, const 
 
 static int read_feature(const cJSON *o, int mode, mact_feature_stats *f, const char *where, char *err, size_t el)
 {
-    static const char *pairs[][2] = {{"q01", "q99"}, {"min", "max"}, {"mean", "std"}, {"q10", "q90"}, {NULL, NULL}};
+    static const char *const pairs[][2] = {{"q01", "q99"}, {"min", "max"}, {"mean", "std"}, {"q10", "q90"}, {NULL, NULL}};
     memset(f, 0, sizeof *f);
     if (!cJSON_IsObject(o)) return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s missing", where);
     int rc;

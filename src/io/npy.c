@@ -41,7 +41,7 @@ size_t mact_npyi_elem_size(int dtype)
 /* kind 0 marks dtypes numpy has no descr for (bf16). */
 static const char *dtype_label(int dtype)
 {
-    static const char *names[MACT_DTYPE_COUNT] = {
+    static const char *const names[MACT_DTYPE_COUNT] = {
         "F32", "BF16", "F16", "F64", "I64", "I32", "I16", "I8", "U8", "BOOL", "U16", "U32", "U64"};
     return (dtype >= 0 && dtype < MACT_DTYPE_COUNT) ? names[dtype] : "?";
 }

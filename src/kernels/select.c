@@ -22,7 +22,7 @@ const mact_ops *mact_ops_select(int kernels, char *err, size_t errlen)
     if (kernels == MACT_KERNELS_AUTO) {
         const char *e = getenv("MACT_KERNELS");
         if (e && *e && strcmp(e, "auto")) {
-            static const char *names[] = {"auto", "ref", "avx2", "avx512", "avx512bf16"};
+            static const char *const names[] = {"auto", "ref", "avx2", "avx512", "avx512bf16"};
             kernels = -1;
             for (int i = 1; i < 5; i++)
                 if (!strcmp(e, names[i])) kernels = i;

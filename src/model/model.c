@@ -611,7 +611,7 @@ mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
     const mact_config *c = &m->cfg;
     size_t o = 0;
 #define P(...) do { if (o < bl) o += snprintf(buf + o, bl - o, __VA_ARGS__); } while (0)
-    static const char *pool_names[] = {"config", "sdpa", "eager", "none"};
+    static const char *const pool_names[] = {"config", "sdpa", "eager", "none"};
     P("model: %s\n", m->dir);
     P("kernels: %s (%s computed as %s)\n", mact_ops_name(m->ops), mact_precision_str(m->precision),
       mact_precision_name(m->kprec));

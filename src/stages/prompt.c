@@ -13,7 +13,7 @@ static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r
 /* strips one pair of surrounding quotes/brackets; returns 1 if it did */
 static int strip_pair(char *s)
 {
-    static const char *pairs[][2] = {{"\"", "\""}, {"'", "'"}, {"`", "`"}, {"(", ")"}, {"[", "]"}, {"{", "}"},
+    static const char *const pairs[][2] = {{"\"", "\""}, {"'", "'"}, {"`", "`"}, {"(", ")"}, {"[", "]"}, {"{", "}"},
                                      {"\xe2\x80\x9c", "\xe2\x80\x9d"}, {"\xe2\x80\x98", "\xe2\x80\x99"}};
     size_t n = strlen(s);
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
@@ -47,7 +47,7 @@ static int strip_prefix_ci(char *s, const char *p)
 
 static int strip_trailing(char *s)
 {
-    static const char *tails[] = {".", ",", "!", "?", ";", ":", ")", "]", "}", "\"", "'", "\xe2\x80\xa6",
+    static const char *const tails[] = {".", ",", "!", "?", ";", ":", ")", "]", "}", "\"", "'", "\xe2\x80\xa6",
                                   "\xe2\x80\x9d", "\xe2\x80\x99"};
     size_t n = strlen(s);
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
@@ -80,7 +80,7 @@ int mact_normalize_task(const char *in, char *out, size_t cap, char *err, size_t
         out[o++] = *p;
     }
     out[o] = 0;
-    static const char *prefixes[] = {"task:", "instruction:", "goal:", "the task is to", "your task is to"};
+    static const char *const prefixes[] = {"task:", "instruction:", "goal:", "the task is to", "your task is to"};
     for (int changed = 1; changed;) {
         changed = strip_pair(out);
         for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) changed |= strip_prefix_ci(out, prefixes[i]);
