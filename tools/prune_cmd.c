@@ -36,6 +36,25 @@ static int usage_prune(FILE *f)
     return 2;
 }
 
+/* --opt=value as --opt value */
+static char **split_eq(int *argc, char **argv)
+{
+    char **v = malloc((size_t)(2 * *argc + 1) * sizeof *v);
+    if (!v) return NULL;
+    int n = 0;
+    for (int i = 0; i < *argc; i++) {
+        char *eq = argv[i][0] == '-' && argv[i][1] == '-' ? strchr(argv[i], '=') : NULL;
+        if (eq) {
+            *eq = 0;
+            v[n++] = argv[i];
+            v[n++] = eq + 1;
+        } else v[n++] = argv[i];
+    }
+    v[n] = NULL;
+    *argc = n;
+    return v;
+}
+
 static int parse_ints(const char *s, int *out, int cap, int *n)
 {
     *n = 0;
@@ -164,6 +183,9 @@ static void bar_chart(const char *path, const double *snr, int n, const int *tap
 
 int cmd_prune_analyze(int argc, char **argv)
 {
+    static char **args_;
+    if (!(args_ = split_eq(&argc, argv))) return 1;
+    argv = args_;
     analyze_args a = {.precision = MACT_PRECISION_FP32};
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
@@ -321,6 +343,9 @@ out:
 
 int cmd_prune(int argc, char **argv)
 {
+    static char **args_;
+    if (!(args_ = split_eq(&argc, argv))) return 1;
+    argv = args_;
     const char *model = NULL, *out = NULL, *keep_s = NULL, *taps_s = NULL;
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
@@ -353,6 +378,9 @@ int cmd_prune(int argc, char **argv)
 
 int cmd_distill_eval(int argc, char **argv)
 {
+    static char **args_;
+    if (!(args_ = split_eq(&argc, argv))) return 1;
+    argv = args_;
     const char *teacher = NULL, *student = NULL, *json = NULL, *images[MAX_IMAGES];
     int n_img = 0, threads = 0;
     mact_precision prec = MACT_PRECISION_FP32;
