@@ -124,6 +124,22 @@ run_actions() { $MACT run --model "$1" --image "${PNGS[0]}" --image "${PNGS[1]}"
 a1=$(run_actions "$T/C"); a2=$(run_actions "$T/C_full")
 [ -n "$a1" ] && [ "$a1" = "$a2" ] && echo "$a1" | grep -q '^\[\[' && pass "prune_full_C_actions (mact run on both: the same $(echo "$a1" | grep -o '\]' | wc -l | awk '{print $1 - 1}') action rows, bit for bit)" ||
     fail "prune_full_C_actions: $(echo "$a1" | head -c 200) / $(echo "$a2" | head -c 200)"
+# ---- the card's geometry at tiny widths: 25 of 27 blocks stored, taps [-3,-9] = layers 24 and 18; the card's command
+$PY $REF gen "$T/R" --seed $((SEED + 4)) --vit-layers 25 --vit-config-layers 27 --taps=-3,-9 >"$T/genR.log" 2>&1 || fail "prune_gen_R: $(tail -2 "$T/genR.log")"
+if $MACT prune --model "$T/R" --keep 0,1,2,3,5,6,7,8,9,24 --taps -1,-4 --out "$T/R_p" >"$T/R_p.log" 2>&1 &&
+   grep -q "tap 0: student vit_layers\[0\] = -1 = student block 9 = teacher layer 24 (teacher tap -3 = layer 24, same layer)" "$T/R_p.log" &&
+   grep -q "tap 1: student vit_layers\[1\] = -4 = student block 6 = teacher layer 7 (teacher tap -9 = layer 18, a different layer" "$T/R_p.log"; then
+    pass "prune_card_geometry (--keep 0,1,2,3,5,6,7,8,9,24 --taps -1,-4: $(grep '^tap' "$T/R_p.log" | sed 's/ (teacher tap.*//' | paste -sd ';'))"
+    $PY $REF check "$T/R" "$T/R_p" --keep 0,1,2,3,5,6,7,8,9,24 --taps=-1,-4 | sed 's/prune_check_/prune_check_card_/'
+else fail "prune_card_geometry: $(grep -E '^tap|mact prune' "$T/R_p.log")"; fi
+$MACT prune --model "$T/R" --keep 0,1,2,3,5,6,7,8,9,24 --out "$T/R_refused" >"$T/R_refused.log" 2>&1
+[ $? -ne 0 ] && grep -q "drops teacher layer 18, which adapter tap vit_layers\[1\] = -9 reads" "$T/R_refused.log" && [ ! -e "$T/R_refused" ] &&
+    pass "prune_card_default_taps_refused ($(head -1 "$T/R_refused.log"))" || fail "prune_card_default_taps_refused: $(head -1 "$T/R_refused.log")"
+$MACT prune-analyze --model "$T/R" --image "${PNGS[0]}" --target-depth 10 >"$T/R_an.log" 2>&1 &&
+    grep -q "proposed keep-set (10 blocks: teacher layer 24 pinned" "$T/R_an.log" &&
+    pass "prune_card_target_depth ($(grep '^proposed' "$T/R_an.log" | sed 's/.*: //'); $(grep '^tap 1' "$T/R_an.log" | sed 's/.*-> //'))" ||
+    fail "prune_card_target_depth: $(tail -3 "$T/R_an.log")"
+
 # ---- refusals: a clear reason, nothing written
 refuse() {  # name, expected text, args...
     local n=$1 want=$2; shift 2
