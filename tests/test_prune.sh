@@ -159,6 +159,7 @@ refuse not_increasing "not increasing (2 after 3)" --keep 0,3,2,7
 refuse drops_tapped_layer "drops teacher layer 4, which adapter tap vit_layers\[1\] = -6 reads" --keep $KEEP
 refuse tap_out_of_range "tap -6 is out of range for a 5-block student" --keep $KEEP --taps=-1,-6
 refuse tap_positive_out_of_range "tap 5 is out of range for a 5-block student" --keep $KEEP --taps=4,5
+refuse blocks_after_deepest_tap "student block 3 would feed nothing" --keep 0,2,4,7 --taps -2,-3
 refuse tap_count "1 taps given but the checkpoint has 2" --keep $KEEP --taps=-1
 refuse empty "not a comma-separated list" --keep ,
 refuse garbage "not a comma-separated list" --keep 0,x,2

@@ -425,6 +425,23 @@ int mact_prune_check_keep(const mact_vit_geometry *g, const int *keep, int n_kee
     return 0;
 }
 
+/* Upstream builds the tower up to its deepest tap (27 configured, 25 kept for taps at 24 and 18): a student block
+ * after the deepest tap would feed nothing and be an unexpected key there. */
+static int last_block_tapped(const int *keep, int n_keep, const int *sblock, int n_taps, char *err, size_t errlen)
+{
+    int deep = 0;
+    for (int i = 0; i < n_taps; i++) if (sblock[i] > deep) deep = sblock[i];
+    char after[48];
+    if (deep + 2 == n_keep) snprintf(after, sizeof after, "block %d", deep + 1);
+    else snprintf(after, sizeof after, "blocks %d..%d", deep + 1, n_keep - 1);
+    if (deep != n_keep - 1)
+        return E(MACT_ERR_INPUT, "the deepest student tap reads student block %d (teacher layer %d) but --keep keeps %d "
+                 "blocks: student %s would feed nothing, and upstream MolmoAct2 builds the tower only up to its "
+                 "deepest tap, so their tensors would be unexpected keys; drop them or tap the last block", deep,
+                 keep[deep], n_keep, after);
+    return 0;
+}
+
 int mact_prune_taps(const mact_vit_geometry *g, const int *keep, int n_keep, const int *user, int n_user, int *raw,
                     int *sblock, int *lands, char *err, size_t errlen)
 {
@@ -441,7 +458,7 @@ int mact_prune_taps(const mact_vit_geometry *g, const int *keep, int n_keep, con
             sblock[i] = s;
             lands[i] = keep[s];
         }
-        return 0;
+        return last_block_tapped(keep, n_keep, sblock, n_user, err, errlen);
     }
     for (int i = 0; i < g->n_taps; i++) {
         int t = g->taps_abs[i], j = -1;
@@ -454,7 +471,7 @@ int mact_prune_taps(const mact_vit_geometry *g, const int *keep, int n_keep, con
         raw[i] = g->taps_raw[i] < 0 ? j - n_keep : j;
         lands[i] = t;
     }
-    return 0;
+    return last_block_tapped(keep, n_keep, sblock, g->n_taps, err, errlen);
 }
 
 /* ---------------------------------------------------------------- one safetensors file */

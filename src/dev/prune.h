@@ -33,6 +33,7 @@ int mact_prune_check_keep(const mact_vit_geometry *g, const int *keep, int n_kee
 /* The student's taps for keep. user (n_user entries, NULL = default) are the student's vit_layers as they go
  * into config.json (negative: from len(keep)); by default each teacher tap moves to the student block that
  * holds its teacher layer, keeping its sign convention, and a keep-set without that layer is refused.
+ * The deepest tap must read the last kept block (upstream builds the tower only up to its deepest tap).
  * Out: raw[] (config.json values), sblock[] (student blocks), lands[] (the teacher layer each lands on). */
 int mact_prune_taps(const mact_vit_geometry *g, const int *keep, int n_keep, const int *user, int n_user, int *raw,
                     int *sblock, int *lands, char *err, size_t errlen);
