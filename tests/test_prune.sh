@@ -140,6 +140,17 @@ $MACT prune-analyze --model "$T/R" --image "${PNGS[0]}" --target-depth 10 >"$T/R
     pass "prune_card_target_depth ($(grep '^proposed' "$T/R_an.log" | sed 's/.*: //'); $(grep '^tap 1' "$T/R_an.log" | sed 's/.*-> //'))" ||
     fail "prune_card_target_depth: $(tail -3 "$T/R_an.log")"
 
+# the same teacher with both keys absent (the class defaults 27 and [-3,-9]): they are inserted, nothing else moves
+cp -r "$T/R" "$T/R0" && $PY - "$T/R0/config.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+del c["vit_config"]["num_hidden_layers"], c["adapter_config"]["vit_layers"]
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+EOF
+if $MACT prune --model "$T/R0" --keep 0,1,2,3,5,6,7,8,9,24 --taps -1,-4 --out "$T/R0_p" >"$T/R0_p.log" 2>&1; then
+    $PY $REF check "$T/R0" "$T/R0_p" --keep 0,1,2,3,5,6,7,8,9,24 --taps=-1,-4 | sed 's/prune_check_/prune_check_absent_keys_/'
+else fail "prune_absent_keys: $(tail -2 "$T/R0_p.log")"; fi
+
 # ---- refusals: a clear reason, nothing written
 refuse() {  # name, expected text, args...
     local n=$1 want=$2; shift 2

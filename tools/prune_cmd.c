@@ -32,7 +32,8 @@ static int usage_prune(FILE *f)
             "         student's vit_layers (negative = from len(keep)); --out must not exist\n"
             "       mact distill-eval --teacher DIR --student DIR --image F [--image F ...] [--json F]\n"
             "                         [--precision fp32|bf16|int8] [--threads N]\n"
-            "         cosine and relative MSE (MSE / teacher energy) of the student's connector output\n");
+            "         cosine and relative MSE (MSE / teacher energy) of the student's connector output\n"
+            "       prune-analyze and distill-eval compute in fp32 (the exact mode) unless --precision says otherwise\n");
     return 2;
 }
 
