@@ -2,6 +2,7 @@
  * Stage 1 (docs/compression.md). The surgery is src/dev/prune.c; the per-block energies come from the ViT
  * probe of src/stages/vision.c (stages/vision_probe.h). */
 #include <cairo/cairo.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -180,13 +181,14 @@ static void bar_chart(const char *path, const double *snr, int n, const int *tap
     }
     cairo_destroy(cr);
     cairo_surface_destroy(sf);
+    /* cairo's and fontconfig's caches, released so a leak checker sees only ours */
+    cairo_debug_reset_static_data();
+    void (*fc_fini)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "FcFini");
+    if (fc_fini) fc_fini();
 }
 
-int cmd_prune_analyze(int argc, char **argv)
+static int cmd_prune_analyze_main(int argc, char **argv)
 {
-    static char **args_;
-    if (!(args_ = split_eq(&argc, argv))) return 1;
-    argv = args_;
     analyze_args a = {.precision = MACT_PRECISION_FP32};
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
@@ -342,11 +344,8 @@ out:
     return rc;
 }
 
-int cmd_prune(int argc, char **argv)
+static int cmd_prune_main(int argc, char **argv)
 {
-    static char **args_;
-    if (!(args_ = split_eq(&argc, argv))) return 1;
-    argv = args_;
     const char *model = NULL, *out = NULL, *keep_s = NULL, *taps_s = NULL;
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
@@ -377,11 +376,8 @@ int cmd_prune(int argc, char **argv)
     return 0;
 }
 
-int cmd_distill_eval(int argc, char **argv)
+static int cmd_distill_eval_main(int argc, char **argv)
 {
-    static char **args_;
-    if (!(args_ = split_eq(&argc, argv))) return 1;
-    argv = args_;
     const char *teacher = NULL, *student = NULL, *json = NULL, *images[MAX_IMAGES];
     int n_img = 0, threads = 0;
     mact_precision prec = MACT_PRECISION_FP32;
@@ -501,5 +497,32 @@ out:
     mact_session_free(ss);
     mact_model_free(mt);
     mact_model_free(ms);
+    return rc;
+}
+
+int cmd_prune_analyze(int argc, char **argv)
+{
+    char **v = split_eq(&argc, argv);
+    if (!v) return 1;
+    int rc = cmd_prune_analyze_main(argc, v);
+    free(v);
+    return rc;
+}
+
+int cmd_prune(int argc, char **argv)
+{
+    char **v = split_eq(&argc, argv);
+    if (!v) return 1;
+    int rc = cmd_prune_main(argc, v);
+    free(v);
+    return rc;
+}
+
+int cmd_distill_eval(int argc, char **argv)
+{
+    char **v = split_eq(&argc, argv);
+    if (!v) return 1;
+    int rc = cmd_distill_eval_main(argc, v);
+    free(v);
     return rc;
 }
