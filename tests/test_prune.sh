@@ -65,6 +65,8 @@ if $MACT prune --model "$T/A" --keep $KEEP --taps=$TAPS --out "$T/A_p" >"$T/A_p.
     grep -q "tap 1: student vit_layers\[1\] = -4 = student block 1 = teacher layer 1" "$T/A_p.log" &&
         pass "prune_taps_printed (-1 -> teacher layer 7, -4 -> teacher layer 1)" || fail "prune_taps_printed: $(grep '^tap' "$T/A_p.log")"
     $PY $REF check "$T/A" "$T/A_p" --keep $KEEP --taps=$TAPS
+    [ "$(stat -c %a "$T/A_p")" = "$(stat -c %a "$T/A")" ] && pass "prune_out_mode ($(stat -c %a "$T/A_p"), as the teacher's directory)" ||
+        fail "prune_out_mode: $(stat -c %a "$T/A_p") vs $(stat -c %a "$T/A")"
     $PY $REF identity "$T/A" --keep $KEEP --taps=$TAPS --images "${NPYS[@]}" --golden "$T/g_A_p" --student "$T/A_p" | grep -v '^identity'
     $MACT parity "$T/g_A_p" --model "$T/A_p" >"$T/A_p.parity" 2>&1
     row=$(awk '$1 == "vision" {print}' "$T/A_p.parity")

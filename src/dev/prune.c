@@ -712,6 +712,9 @@ int mact_prune(const char *model_dir, const int *keep, int n_keep, const int *us
     char tmp[PATH_MAX / 2];
     if (snprintf(tmp, sizeof tmp, "%s.partial-XXXXXX", out_dir) >= (int)sizeof tmp) return E(MACT_ERR_INPUT, "--out: path too long");
     if (!mkdtemp(tmp)) return E(MACT_ERR_IO, "cannot create a temporary directory next to %s: %s", out_dir, strerror(errno));
+    mode_t um = umask(0);  /* mkdtemp makes it 0700: give the result a plain directory's mode */
+    umask(um);
+    chmod(tmp, 0777 & ~um);
 
     int student_of[MACT_PRUNE_MAX_BLOCKS];
     for (int b = 0; b < g.stored; b++) student_of[b] = -1;
