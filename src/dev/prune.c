@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "mact.h"
 #include "base/err.h"
+#include "base/file.h"
 #include "io/safetensors.h"
 #include "dev/st_write.h"
 
@@ -22,31 +23,7 @@ static const char BLOCKS[] = "image_vit.transformer.resblocks.";
 
 /* ---------------------------------------------------------------- small files */
 
-static int read_all(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    char *b = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 1 << 17;
-            char *p = realloc(b, cap);
-            if (!p) { free(b); fclose(f); errno = ENOMEM; return -1; }
-            b = p;
-        }
-        size_t k = fread(b + n, 1, 65536, f);
-        n += k;
-        if (k < 65536) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(b); return -1; }
-    b[n] = 0;
-    *out = b;
-    if (len) *len = n;
-    return 0;
-}
+#define JSON_MAX ((size_t)256 << 20)  /* config.json, the shard index */
 
 static int write_all(const char *path, const void *data, size_t n, char *err, size_t errlen)
 {
@@ -324,7 +301,8 @@ int mact_prune_geometry(const char *dir, mact_vit_geometry *g, char *err, size_t
     memset(g, 0, sizeof *g);
     char path[PATH_MAX], *txt = NULL;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (read_all(path, &txt, NULL)) return E(MACT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    int rc0 = mact_file_read_text(path, JSON_MAX, &txt, NULL, err, errlen);
+    if (rc0) return rc0;
     cJSON *j = cJSON_Parse(txt);
     free(txt);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "vit_config");
@@ -729,7 +707,7 @@ int mact_prune(const char *model_dir, const int *keep, int n_keep, const int *us
     /* config.json */
     snprintf(s, sizeof s, "%s/config.json", model_dir);
     size_t len;
-    if (read_all(s, &txt, &len)) { rc = E(MACT_ERR_IO, "cannot read %s: %s", s, strerror(errno)); goto fail; }
+    if ((rc = mact_file_read_text(s, JSON_MAX, &txt, &len, err, errlen))) goto fail;
     if (!(cfg = mact_prune_edit_config(txt, n_keep, raw, g.n_taps, err, errlen))) { rc = MACT_ERR_FORMAT; goto fail; }
     snprintf(t, sizeof t, "%s/config.json", tmp);
     if ((rc = write_all(t, cfg, strlen(cfg), err, errlen))) goto fail;
@@ -739,7 +717,8 @@ int mact_prune(const char *model_dir, const int *keep, int n_keep, const int *us
     cJSON *wm = NULL, *new_wm = NULL;
     int idx_nl = 0;
     snprintf(s, sizeof s, "%s/model.safetensors.index.json", model_dir);
-    if (!read_all(s, &txt, &len)) {
+    if (stat(s, &st) == 0) {
+        if ((rc = mact_file_read_text(s, JSON_MAX, &txt, &len, err, errlen))) goto fail;
         idx = cJSON_Parse(txt);
         idx_nl = len && txt[len - 1] == '\n';
         wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
