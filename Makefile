@@ -65,9 +65,9 @@ $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
 	    -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|g' mact.pc.in > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
-# the CLI: tools/mact.c dispatches to one file per front end (tools/*.c)
+# the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart
 $(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) -Itools $(wildcard tools/*.c) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itools $(wildcard tools/*.c) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) -lcairo -o $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
 	@mkdir -p $(dir $@)

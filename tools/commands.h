@@ -6,4 +6,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_prune_analyze(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
+int cmd_distill_eval(int argc, char **argv);
 #endif

@@ -20,7 +20,11 @@ static int usage(FILE *f)
             "  inspect MODEL_DIR                     config summary, parameters, bytes, dtype mix\n"
             "  parity GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
             "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n"
-            "         [--precision fp32|bf16|int8]     (default fp32: the exact mode)\n");
+            "         [--precision fp32|bf16|int8]     (default fp32: the exact mode)\n"
+            "  prune-analyze --model DIR --image F ... [--json F] [--png F] [--target-depth D]\n"
+            "                                        per-block ViT SNR, a proposed keep-set (--dataset: not yet)\n"
+            "  prune --model DIR --keep LIST [--taps LIST] --out DIR   the ViT-pruned checkpoint\n"
+            "  distill-eval --teacher DIR --student DIR --image F ...  connector cosine / relative MSE\n");
     return 2;
 }
 
@@ -81,6 +85,9 @@ int main(int argc, char **argv)
     if (!strcmp(c, "bench")) return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(c, "parity")) return cmd_parity(argc - 2, argv + 2);
+    if (!strcmp(c, "prune-analyze")) return cmd_prune_analyze(argc - 2, argv + 2);
+    if (!strcmp(c, "prune")) return cmd_prune(argc - 2, argv + 2);
+    if (!strcmp(c, "distill-eval")) return cmd_distill_eval(argc - 2, argv + 2);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
     fprintf(stderr, "mact: unknown command '%s'\n", c);
     return usage(stderr);

@@ -21,6 +21,7 @@
 #include "base/rng.h"
 #include "dev/synth_internal.h"
 #include "base/file.h"
+#include "dev/st_write.h"
 #include "kernels/threadpool.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -333,27 +334,8 @@ static void gen_block(const tspec *t, uint64_t tseed, int64_t blk, int64_t n, vo
     }
 }
 
-/* growable string for the header */
-typedef struct { char *s; size_t n, cap; int oom; } sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if (b->s && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
-        size_t cap = (b->cap ? b->cap * 2 : 1 << 16) + (size_t)k;
-        char *p = realloc(b->s, cap);
-        if (!p) { b->oom = 1; return; }
-        b->s = p;
-        b->cap = cap;
-    }
-}
+/* the header text (dev/st_write.h) */
+typedef struct { char *s; size_t n; } sbuf;
 
 /* Double buffering: the calling thread fills one buffer (blocks generated in parallel) while a writer
  * thread writes the other, so generation overlaps the write. Tensors are packed back to back into
@@ -490,28 +472,25 @@ static int write_safetensors(const char *dir, const tlist *L, uint64_t seed, con
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     snprintf(tmp, sizeof tmp, "%s/model.safetensors.partial", dir);
-    /* header: __metadata__ first, then tensors in data order with contiguous offsets */
-    sbuf h = {0};
-    sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"mact_generator\":\"mact synth\",\"mact_preset\":\"%s\","
-              "\"mact_seed\":\"%llu\",\"mact_dtype\":\"%s\"}", preset_name, (unsigned long long)seed,
-              mact_synth_dtype_name(L->mode));
+    /* header: __metadata__ first, then tensors in data order with contiguous offsets (dev/st_write.h) */
+    char meta[512];
+    snprintf(meta, sizeof meta, "{\"format\":\"pt\",\"mact_generator\":\"mact synth\",\"mact_preset\":\"%s\","
+             "\"mact_seed\":\"%llu\",\"mact_dtype\":\"%s\"}", preset_name, (unsigned long long)seed,
+             mact_synth_dtype_name(L->mode));
+    mact_stw_entry *ents = malloc((L->n ? L->n : 1) * sizeof *ents);
+    if (!ents) return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory (header)");
     int64_t off = 0;
     for (size_t i = 0; i < L->n; i++) {
         tspec *t = &L->t[i];
         int64_t nb = t->nel * (int64_t)mact_dtype_size(t->dtype);
         t->off = off;
-        if (t->nd == 2)
-            sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%lld,%lld]}", t->name,
-                      mact_dtype_name(t->dtype), (long long)t->shape[0], (long long)t->shape[1], (long long)off,
-                      (long long)(off + nb));
-        else
-            sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%lld,%lld]}", t->name,
-                      mact_dtype_name(t->dtype), (long long)t->shape[0], (long long)off, (long long)(off + nb));
+        ents[i] = (mact_stw_entry){t->name, t->dtype, t->nd, t->shape, (uint64_t)nb};
         off += nb;
     }
-    sb_printf(&h, "}");
-    while (!h.oom && h.n % 8) sb_printf(&h, " ");
-    if (h.oom) { free(h.s); return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory (header)"); }
+    sbuf h = {0};
+    h.s = mact_stw_header(ents, L->n, meta, 0, &h.n, NULL);
+    free(ents);
+    if (!h.s) return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory (header)");
 
     FILE *f = fopen(tmp, "wb");
     if (!f) {
@@ -521,7 +500,7 @@ static int write_safetensors(const char *dir, const tlist *L, uint64_t seed, con
     }
     setvbuf(f, NULL, _IONBF, 0);
     uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
+    mact_stw_len8(h.n, len8);
     int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
     int e = errno;
     free(h.s);

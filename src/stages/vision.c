@@ -5,14 +5,17 @@
 #include <string.h>
 #include "kernels/kernels.h"
 #include "model/session.h"
+#include "stages/vision_probe.h"
 
 static void add_inplace(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-/* ViT over one image; leaves the concatenated taps [P, n_taps * VH] in s->v_taps. */
-static void vit_forward(struct mact_session *s, const float *pix)
+/* ViT over one image; leaves the concatenated taps [P, n_taps * VH] in s->v_taps. With a probe (prune-analyze)
+ * it runs every stored block and adds each block's input and residual-update energies to it; without one
+ * (every inference path) it computes exactly what it always did. */
+static void vit_forward(struct mact_session *s, const float *pix, const mact_vit_probe *probe)
 {
     const mact_config *c = &s->m->cfg;
     const mact_vision_weights *w = &s->m->vis;
@@ -25,9 +28,11 @@ static void vit_forward(struct mact_session *s, const float *pix)
     add_inplace(x, mact_f32(&w->pos_emb), P * VH);
     int last = 0;  /* blocks after the deepest tap feed nothing */
     for (int t = 0; t < c->n_taps; t++) if (c->taps[t] > last) last = c->taps[t];
+    if (probe) last = c->vit_layers - 1;
     const float scale = 1.f / sqrtf((float)c->vit_head_dim);
     for (int j = 0; j <= last; j++) {
         const mact_vit_block *b = &w->blocks[j];
+        if (probe) memcpy(probe->x_in, x, (size_t)(P * VH) * sizeof(float));
         mact_layernorm(&s->kc, s->v_h, x, mact_f32(&b->attention_norm_w), mact_f32(&b->attention_norm_b), c->vit_eps, P, VH);
         mact_matmul(&s->kc, s->v_q, s->v_h, &b->wq, mact_f32(&b->bq), P);
         mact_matmul(&s->kc, s->v_k, s->v_h, &b->wk, mact_f32(&b->bk), P);
@@ -38,6 +43,12 @@ static void vit_forward(struct mact_session *s, const float *pix)
         mact_layernorm(&s->kc, s->v_h, x, mact_f32(&b->ffn_norm_w), mact_f32(&b->ffn_norm_b), c->vit_eps, P, VH);
         mact_matmul_gelu(&s->kc, s->v_ff, s->v_h, &b->w1, mact_f32(&b->b1), P);
         mact_matmul_residual(&s->kc, x, s->v_ff, &b->w2, mact_f32(&b->b2), P);
+        if (probe)
+            for (int64_t i = 0; i < P * VH; i++) {
+                const double a = probe->x_in[i], d = (double)x[i] - a;
+                probe->in_sq[j] += a * a;
+                probe->delta_sq[j] += d * d;
+            }
         for (int t = 0; t < c->n_taps; t++)
             if (c->taps[t] == j)
                 for (int64_t r = 0; r < P; r++) memcpy(s->v_taps + r * PIN + t * VH, x + r * VH, VH * sizeof(float));
@@ -169,7 +180,7 @@ void mact_vision_run(struct mact_session *s, const float *pixel_values, int n_im
     const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, D = c->d_model;
     const int64_t T = (int64_t)c->pooled_h * c->pooled_w, K = c->tokens_per_image;
     for (int im = 0; im < n_img; im++) {
-        vit_forward(s, pixel_values + im * P * PD);
+        vit_forward(s, pixel_values + im * P * PD, NULL);
         pool_forward(s);
         float *dst = image_embeds + im * K * D;
         if (!c->use_sampler) project(s, s->v_pooled, T, dst);
@@ -182,4 +193,9 @@ void mact_vision_run(struct mact_session *s, const float *pixel_values, int n_im
             project(s, s->v_proj, K, dst);
         }
     }
+}
+
+void mact_vit_probe_run(struct mact_session *s, const float *pixel_values, const mact_vit_probe *probe)
+{
+    vit_forward(s, pixel_values, probe);
 }
