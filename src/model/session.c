@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/checked.h"
 #include "kernels/kernels.h"
 #include "model/session.h"
 
@@ -117,15 +118,25 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
         {&s->scores, nthr * mact_attention_scratch(maxkeys)},
         {&s->maskf, N + W + H + 16},
     };
-    size_t n_items = sizeof plan / sizeof plan[0], total = 0;
-    for (size_t i = 0; i < n_items; i++) total += ((size_t)plan[i].n + 15) & ~(size_t)15;  /* 64-byte aligned */
-    s->arena = aligned_alloc(64, total * sizeof(float));
+    size_t n_items = sizeof plan / sizeof plan[0], total = 0, bytes = 0;
+    /* every item 64-byte aligned; the sum formed overflow-safe, so the arena's size does not depend on
+     * config.c's bounds to be right (a size past the address space is MACT_ERR_NOMEM) */
+    int wrap = 0;
+    for (size_t i = 0; i < n_items; i++)
+        wrap |= plan[i].n < 0 || mact_size_add(total, ((size_t)plan[i].n + 15) & ~(size_t)15, &total);
+    wrap |= mact_size_mul(total, sizeof(float), &bytes);
+    if (wrap) {
+        mact_session_free(s);
+        return mact_errf(err, errlen, MACT_ERR_NOMEM, "the activations this model and these session options need "
+                         "exceed the address space");
+    }
+    s->arena = aligned_alloc(64, bytes);
     if (!s->arena) {
         mact_session_free(s);
-        return mact_errf(err, errlen, MACT_ERR_NOMEM, "cannot allocate %zu MiB of activations", total * 4 >> 20);
+        return mact_errf(err, errlen, MACT_ERR_NOMEM, "cannot allocate %zu MiB of activations", bytes >> 20);
     }
-    mact_advise_huge(s->arena, total * sizeof(float));
-    memset(s->arena, 0, total * sizeof(float));
+    mact_advise_huge(s->arena, bytes);
+    memset(s->arena, 0, bytes);
     s->arena_floats = total;
     float *p = s->arena;
     for (size_t i = 0; i < n_items; i++) {
