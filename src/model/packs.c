@@ -360,14 +360,15 @@ int mact_model_pack(struct mact_model *m, mact_pool *pool, const char *cache_dir
             if (r->dup >= 0) continue;
             mact_pack_fill(L.ops, pool, (uint8_t *)map + r->off, r->t->data, r->t->dtype, r->t->shape[0],
                            r->t->shape[1], r->fmt);
+            /* right away, not after the last pack: resident memory then peaks at the packs plus one source
+             * weight, not at the packs plus the whole checkpoint */
+            drop_source(&rs, r->t->data, src_bytes(r->t));
         }
         if (use_cache && key_ok)
             *cache_status = cache_write(m, &L, cache_dir, key, map, total) ? MACT_PACK_CACHE_FAILED
                                                                            : MACT_PACK_CACHE_WRITTEN;
     }
     bind_all(m, &L, base, pks);
-    for (size_t i = 0; i < L.n; i++)
-        if (L.r[i].dup < 0) drop_source(&rs, L.r[i].t->data, src_bytes(L.r[i].t));
     free(rs.r);
     m->packs = pks;
     m->packs_map = map;
