@@ -12,7 +12,8 @@
 #include "base/json.h"
 #include "model/model.h"
 
-/* Largest max_action_dim accepted (src/stages/action.c keeps a per-dimension array of this size). */
+/* Largest max_action_dim accepted: a sanity bound (real checkpoints use 32) that keeps the per-dimension
+ * buffers and noise sizes small (docs/limits.md). */
 #define MACT_MAX_ACTION_DIM 256
 
 #define CFG_ERR(code, ...) mact_errf(err, errlen, code, "config.json: " __VA_ARGS__)

@@ -410,9 +410,9 @@ def safetensors_cases():
                  "F16": b"\x00\x7e" if val != val else b"\x00\x7c"}[t["dtype"]]
             return h, data[:o] + w + data[o + len(w):]
         return fn
-    for suffix, what in [("transformer.ln_f.weight", "nan"), ("action_expert.final_layer.linear.weight", "inf")]:
-        case(G, "nonfinite_weight_" + suffix, 1, ["non-finite"], st_mut(nan_weight(suffix, float(what))),
-             xfail="for_lead.md: non-finite weights/activations (model.c load validation, stage outputs)")
+    for suffix, what in [("transformer.ln_f.weight", "nan"), ("action_expert.final_layer.linear.weight", "inf"),
+                         ("action_expert.final_layer.linear.weight", "nan"), ("transformer.blocks.1.ff_norm.weight", "inf")]:
+        case(G, "nonfinite_weight_%s_%s" % (suffix, what), 1, ["non-finite"], st_mut(nan_weight(suffix, float(what))))
     case(G, "nonfinite_weight_llm_attn_norm", 1, ["non-finite"], st_mut(nan_weight("transformer.blocks.0.attn_norm.weight")))
     case(G, "nonfinite_weight_vit_patch_embedding", 1, ["non-finite"], st_mut(nan_weight("image_vit.patch_embedding.weight")))
     case(G, "nonfinite_weight_vit_inf", 1, ["non-finite"], st_mut(nan_weight("image_vit.patch_embedding.weight", float("inf"))))
