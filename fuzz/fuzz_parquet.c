@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
     mact_pq_file *f = NULL;
-    mact_pq_options o = {.max_values = 1 << 16, .max_page_bytes = 1 << 20};
+    mact_pq_options o = {.max_values = 1 << 16, .max_page_bytes = 1 << 20, .max_bytes = 1 << 24};
     err[0] = 0;
     if (mact_pq_open_mem(data, size, "fuzz", &o, &f, err, sizeof err) != 0) {
         if (f != NULL || err[0] == 0 || memchr(err, 0, sizeof err) == NULL) __builtin_trap();
@@ -38,7 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     if (c.boff[i + 1] > c.boff[i]) sink ^= c.bytes[c.boff[i + 1] - 1];
                 }
             } else
-                for (int64_t i = 0; i < c.n_values; i++) sink += (uint64_t)mact_pq_value_f64(&c, i);
+                for (int64_t i = 0; i < c.n_values; i++) {
+                    double v = mact_pq_value_f64(&c, i);
+                    uint64_t b;
+                    memcpy(&b, &v, sizeof b);
+                    sink += b;
+                }
             mact_pq_column_free(&c);
         }
     }

@@ -291,6 +291,8 @@ static int write_chunk(writer *w, leafdata *L, int64_t n_rows, struct chunkmeta 
         if (L->max_rep) rle_encode(&rl, L->rep + l0, l1 - l0, bitw((uint32_t)L->max_rep));
         if (L->max_def) rle_encode(&dl, L->def + l0, l1 - l0, bitw((uint32_t)L->max_def));
         int enc = dict_page ? 8 : 0;
+        if (o->corrupt == PQW_BAD_DELTA) enc = 5;
+        if (o->corrupt == PQW_BAD_BSS) enc = 9;
         int64_t nrows_page = 0;
         for (int64_t i = l0; i < l1; i++) nrows_page += L->max_rep == 0 || L->rep[i] == 0;
         if (o->page_v2) {
@@ -305,7 +307,8 @@ static int write_chunk(writer *w, leafdata *L, int64_t n_rows, struct chunkmeta 
             if (L->max_def) { wb_u32(&lv, (uint32_t)dl.n); wb_put(&lv, dl.p, dl.n); }
             wb_put(&lv, raw.p, raw.n);
             if (pq_compress(o->codec, lv.p ? lv.p : (uint8_t *)"", lv.n, &comp)) { free(rl.p); free(dl.p); goto out; }
-            put_page_header(&pages, 0, (int64_t)lv.n, (int64_t)comp.n, l1 - l0, enc, 0, 0, 0);
+            put_page_header(&pages, 0, (int64_t)lv.n, (int64_t)comp.n + (o->corrupt == PQW_BAD_PAGE_PAST_CHUNK && l0 == 0 ? 1000 : 0),
+                            l1 - l0, enc, 0, 0, 0);
             wb_put(&pages, comp.p, comp.n);
             m->usize += (int64_t)lv.n;
         }
@@ -323,7 +326,7 @@ static int write_chunk(writer *w, leafdata *L, int64_t n_rows, struct chunkmeta 
             wb_put(&raw, ds.key[i], ds.klen[i]);
         }
         if (pq_compress(o->codec, raw.p ? raw.p : (uint8_t *)"", raw.n, &comp)) goto out;
-        put_page_header(&w->file, 2, (int64_t)raw.n, (int64_t)comp.n, ds.n, 2, 0, 0, 0);
+        put_page_header(&w->file, 2, (int64_t)raw.n, (int64_t)comp.n, ds.n - (o->corrupt == PQW_BAD_DICT_SHORT), 2, 0, 0, 0);
         wb_put(&w->file, comp.p, comp.n);
         m->usize += (int64_t)raw.n;
         m->dict_off = start;
@@ -513,7 +516,7 @@ int mact_pqw_write(const char *path, const pqw_column *cols, int n_cols, int64_t
                     if (!q) break;
                     p = q + 1;
                 }
-                tw_i32(&t, 4, o->codec);
+                tw_i32(&t, 4, o->corrupt == PQW_BAD_BROTLI ? 4 : o->codec);
                 tw_i64(&t, 5, m->num_values);
                 tw_i64(&t, 6, m->usize);
                 tw_i64(&t, 7, m->csize);

@@ -34,7 +34,15 @@ typedef struct {
     int n_rg;
     const char *const *kv;   /* key, value, key, value, ... (n_kv pairs) */
     int n_kv;
+    int corrupt;             /* tests: PQW_BAD_* */
 } pqw_options;
+
+/* Deliberate defects for the reader's error tests */
+enum { PQW_OK = 0, PQW_BAD_DICT_SHORT, /* the dictionary page declares one entry fewer than indexed */
+       PQW_BAD_PAGE_PAST_CHUNK,       /* the first data page's compressed size runs past the chunk */
+       PQW_BAD_DELTA,                 /* data pages labelled DELTA_BINARY_PACKED */
+       PQW_BAD_BSS,                   /* data pages labelled BYTE_STREAM_SPLIT */
+       PQW_BAD_BROTLI };              /* chunks labelled BROTLI */
 
 int mact_pqw_write(const char *path, const pqw_column *cols, int n_cols, int64_t n_rows, const pqw_options *o,
                    char *err, size_t errlen);

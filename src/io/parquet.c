@@ -462,6 +462,7 @@ static int pq_init(mact_pq_file *f, const mact_pq_options *o, char *err, size_t 
 {
     f->o.max_values = o && o->max_values > 0 ? o->max_values : (int64_t)1 << 28;
     f->o.max_page_bytes = o && o->max_page_bytes > 0 ? o->max_page_bytes : (int64_t)1 << 30;
+    f->o.max_bytes = o && o->max_bytes > 0 ? o->max_bytes : (int64_t)1 << 32;
     return parse_footer(f, err, el);
 }
 
@@ -673,7 +674,7 @@ static int decompress(pq_dec *d, int codec, const uint8_t *src, size_t slen, uin
     switch (codec) {
     case 0:
         if (slen != dlen) return dec_err(d, MACT_ERR_FORMAT, "uncompressed page sizes disagree", NULL);
-        memcpy(dst, src, slen);
+        if (slen) memcpy(dst, src, slen);
         return 0;
     case 1: {
         size_t ul;
@@ -724,8 +725,9 @@ static int plain_fixed_width(int type, int tl)
 static int append_byte_value(pq_dec *d, const uint8_t *s, int64_t len)
 {
     mact_pq_column *c = d->c;
-    if (grow((void **)&c->bytes, &d->cap_bytes, c->boff[c->n_values] + len, 1)) return dec_err(d, MACT_ERR_NOMEM, "out of memory", NULL);
-    memcpy(c->bytes + c->boff[c->n_values], s, (size_t)len);
+    if (c->boff[c->n_values] + len > d->f->o.max_bytes) return dec_err(d, MACT_ERR_FORMAT, "more value bytes than the reader's cap", NULL);
+    if (grow((void **)&c->bytes, &d->cap_bytes, c->boff[c->n_values] + len + 1, 1)) return dec_err(d, MACT_ERR_NOMEM, "out of memory", NULL);
+    if (len) memcpy(c->bytes + c->boff[c->n_values], s, (size_t)len);
     c->boff[c->n_values + 1] = c->boff[c->n_values] + len;
     return 0;
 }
@@ -786,8 +788,8 @@ static int decode_page(pq_dec *d, int64_t n, int enc, const uint8_t *rep, size_t
     mact_pq_column *c = d->c;
     if (n < 0 || n > d->levels_left) return dec_err(d, MACT_ERR_FORMAT, "pages hold more values than the chunk's num_values", NULL);
     d->levels_left -= n;
-    rle_dec rr = {.p = rep, .end = rep + rep_len, .bw = bit_width(l->max_rep)};
-    rle_dec dr = {.p = def, .end = def + def_len, .bw = bit_width(l->max_def)};
+    rle_dec rr = {.p = rep, .end = rep ? rep + rep_len : NULL, .bw = bit_width(l->max_rep)};
+    rle_dec dr = {.p = def, .end = def ? def + def_len : NULL, .bw = bit_width(l->max_def)};
     int dictionary = enc == 2 || enc == 8;
     if (!dictionary && enc != 0 && !(enc == 3 && l->type == MACT_PQ_BOOLEAN))
         return dec_err(d, MACT_ERR_UNSUPPORTED, "unsupported encoding ", encoding_name(enc));
@@ -947,13 +949,14 @@ static int read_chunk(pq_dec *d, const pq_chunk *ck)
             size_t vc = (size_t)(csize - rl - dl), vu = (size_t)(usize - rl - dl);
             if (is_compressed && ck->codec != 0) { if ((rc = decompress(d, ck->codec, vals, vc, buf, vu))) goto out; }
             else if (vc != vu) { rc = dec_err(d, MACT_ERR_FORMAT, "uncompressed V2 page sizes disagree", NULL); goto out; }
-            else memcpy(buf, vals, vc);
+            else if (vc) memcpy(buf, vals, vc);
             if ((rc = decode_page(d, nv, enc, rep, (size_t)rl, def, (size_t)dl, buf, vu))) goto out;
             continue;
         }
         if ((rc = decompress(d, ck->codec, body, (size_t)csize, buf, (size_t)usize))) goto out;
         if (ptype == 2) {
             if (enc != 0 && enc != 2) { rc = dec_err(d, MACT_ERR_UNSUPPORTED, "dictionary page encoding ", encoding_name(enc)); goto out; }
+            if (d->dict_buf || d->dict || d->dict_boff) { rc = dec_err(d, MACT_ERR_FORMAT, "second dictionary page", NULL); goto out; }
             d->dict_buf = buf;  /* byte-array entries point into it */
             buf = NULL;
             if ((rc = read_dictionary(d, d->dict_buf, (size_t)usize, nv))) goto out;

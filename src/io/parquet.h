@@ -20,6 +20,7 @@ enum { MACT_PQ_BOOLEAN = 0, MACT_PQ_INT32, MACT_PQ_INT64, MACT_PQ_INT96, MACT_PQ
 typedef struct {
     int64_t max_values;     /* values (levels) decoded per column chunk; 0: 1<<28 */
     int64_t max_page_bytes; /* one page, uncompressed; 0: 1<<30 */
+    int64_t max_bytes;      /* BYTE_ARRAY value bytes per decoded column; 0: 1<<32 */
 } mact_pq_options;
 
 typedef struct mact_pq_file mact_pq_file;
