@@ -23,12 +23,10 @@ struct mact_ld {
     mact_ld_feature feat[MACT_LD_MAX_FEATURES];
     int n_ep, n_tasks;
     mact_ld_episode *ep;
-    /* cache: the last data file read and one decoded feature of it */
-    char cache_path[4096], cache_key[256];
-    double *cache_vals;
-    int64_t *cache_ep;
-    int64_t cache_rows;
-    int cache_dim;
+    /* cache: decoded features of the last data files read (a few keys, so reading action and state of
+     * each episode in turn decodes every file once per key) */
+    struct ld_cache { char path[4096], key[256]; double *vals; int64_t *ep; int64_t rows; int dim; } cache[4];
+    int cache_next;
 };
 
 static char *read_text(const char *path, size_t *len, char *err, size_t el, int *rc)
@@ -321,8 +319,7 @@ void mact_ld_close(mact_ld *d)
 {
     if (!d) return;
     free(d->ep);
-    free(d->cache_vals);
-    free(d->cache_ep);
+    for (int i = 0; i < 4; i++) { free(d->cache[i].vals); free(d->cache[i].ep); }
     free(d);
 }
 
@@ -367,23 +364,30 @@ int mact_ld_video_path(const mact_ld *d, int i, const char *key, char *buf, size
     return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 
-static int load_file_feature(mact_ld *d, const char *path, const char *key, int dim, char *err, size_t el)
+static struct ld_cache *load_file_feature(mact_ld *d, const char *path, const char *key, int dim, char *err, size_t el, int *rc)
 {
-    if (!strcmp(d->cache_path, path) && !strcmp(d->cache_key, key)) return 0;
-    free(d->cache_vals); free(d->cache_ep);
-    d->cache_vals = NULL; d->cache_ep = NULL; d->cache_path[0] = 0;
+    *rc = 0;
+    for (int i = 0; i < 4; i++)
+        if (d->cache[i].vals && !strcmp(d->cache[i].path, path) && !strcmp(d->cache[i].key, key) && d->cache[i].dim == dim)
+            return &d->cache[i];
+    struct ld_cache *c = &d->cache[d->cache_next];
+    d->cache_next = (d->cache_next + 1) % 4;
+    free(c->vals); free(c->ep);
+    c->vals = NULL; c->ep = NULL; c->path[0] = 0;
     mact_pq_file *f;
-    int rc = mact_pq_open(path, NULL, &f, err, el);
-    if (rc) return rc;
+    if ((*rc = mact_pq_open(path, NULL, &f, err, el))) return NULL;
     int64_t n, m;
-    if ((rc = mact_pq_read_f64(f, key, -1, dim, &d->cache_vals, &n, err, el)) ||
-        (rc = col_i64(f, "episode_index", &d->cache_ep, &m, err, el))) { mact_pq_close(f); return rc; }
+    if ((*rc = mact_pq_read_f64(f, key, -1, dim, &c->vals, &n, err, el)) || (*rc = col_i64(f, "episode_index", &c->ep, &m, err, el))) {
+        mact_pq_close(f);
+        free(c->vals); c->vals = NULL;
+        return NULL;
+    }
     mact_pq_close(f);
-    d->cache_rows = n;
-    d->cache_dim = dim;
-    snprintf(d->cache_path, sizeof d->cache_path, "%s", path);
-    snprintf(d->cache_key, sizeof d->cache_key, "%s", key);
-    return 0;
+    c->rows = n;
+    c->dim = dim;
+    snprintf(c->path, sizeof c->path, "%s", path);
+    snprintf(c->key, sizeof c->key, "%s", key);
+    return c;
 }
 
 int mact_ld_read(mact_ld *d, int i, const char *key, double **out, int64_t *rows, int *dim, char *err, size_t el)
@@ -396,19 +400,20 @@ int mact_ld_read(mact_ld *d, int i, const char *key, double **out, int64_t *rows
     int w = ft->shape[0];
     char path[4096];
     if (mact_ld_data_path(d, i, path, sizeof path)) return mact_errf(err, el, MACT_ERR_FORMAT, "%s: data_path template \"%s\" does not format", d->dir, d->data_path);
-    int rc = load_file_feature(d, path, key, w, err, el);
-    if (rc) return rc;
+    int rc;
+    struct ld_cache *c = load_file_feature(d, path, key, w, err, el, &rc);
+    if (!c) return rc;
     const mact_ld_episode *e = &d->ep[i];
     int64_t cnt = 0;
-    for (int64_t r = 0; r < d->cache_rows; r++) cnt += d->cache_ep[r] == e->index;
+    for (int64_t r = 0; r < c->rows; r++) cnt += c->ep[r] == e->index;
     if (cnt != e->length)
         return mact_errf(err, el, MACT_ERR_FORMAT, "%s: episode %lld has %lld rows, the episodes metadata says %lld", path,
                          (long long)e->index, (long long)cnt, (long long)e->length);
     double *v = malloc((size_t)(cnt ? cnt : 1) * (size_t)w * sizeof(double));
     if (!v) return mact_errf(err, el, MACT_ERR_NOMEM, "out of memory");
     int64_t k = 0;
-    for (int64_t r = 0; r < d->cache_rows; r++)
-        if (d->cache_ep[r] == e->index) memcpy(v + (k++) * w, d->cache_vals + r * w, (size_t)w * sizeof(double));
+    for (int64_t r = 0; r < c->rows; r++)
+        if (c->ep[r] == e->index) memcpy(v + (k++) * w, c->vals + r * w, (size_t)w * sizeof(double));
     *out = v; *rows = cnt; *dim = w;
     return 0;
 }
