@@ -418,6 +418,59 @@ int mact_ld_read(mact_ld *d, int i, const char *key, double **out, int64_t *rows
     return 0;
 }
 
+int mact_ld_read_images(mact_ld *d, int i, const char *key, uint8_t **bytes, int64_t **off, int64_t *rows,
+                        char *err, size_t el)
+{
+    *bytes = NULL; *off = NULL; *rows = 0;
+    if (i < 0 || i >= d->n_ep) return mact_errf(err, el, MACT_ERR_INPUT, "%s: no episode %d", d->dir, i);
+    char path[4096];
+    if (mact_ld_data_path(d, i, path, sizeof path)) return mact_errf(err, el, MACT_ERR_FORMAT, "%s: data_path template does not format", d->dir);
+    mact_pq_file *f;
+    int rc = mact_pq_open(path, NULL, &f, err, el);
+    if (rc) return rc;
+    int li = mact_pq_find(f, key, "bytes");
+    if (li < 0) { mact_pq_close(f); return mact_errf(err, el, MACT_ERR_FORMAT, "%s: no image column '%s.bytes'", path, key); }
+    int64_t *ep = NULL, m;
+    mact_pq_column c;
+    if ((rc = col_i64(f, "episode_index", &ep, &m, err, el)) || (rc = mact_pq_read(f, li, -1, &c, err, el))) {
+        free(ep); mact_pq_close(f);
+        if (!rc) mact_pq_column_free(&c);
+        return rc;
+    }
+    mact_pq_close(f);
+    const mact_ld_episode *e = &d->ep[i];
+    int64_t cnt = 0, nb = 0;
+    for (int64_t r = 0; r < m && r < c.n_rows; r++)
+        if (ep[r] == e->index) {
+            if (c.row_null[r] || c.row_start[r + 1] != c.row_start[r] + 1) {
+                rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: column '%s', row %lld: no image bytes", path, key, (long long)r);
+                break;
+            }
+            cnt++;
+            nb += c.boff[c.row_start[r] + 1] - c.boff[c.row_start[r]];
+        }
+    if (!rc && (m != c.n_rows || cnt != e->length))
+        rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: episode %lld has %lld image rows, length %lld", path, (long long)e->index, (long long)cnt, (long long)e->length);
+    uint8_t *b = rc ? NULL : malloc((size_t)nb + 1);
+    int64_t *o = rc ? NULL : malloc(((size_t)cnt + 1) * sizeof *o);
+    if (!rc && (!b || !o)) rc = mact_errf(err, el, MACT_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        int64_t k = 0, p = 0;
+        for (int64_t r = 0; r < m; r++)
+            if (ep[r] == e->index) {
+                int64_t v = c.row_start[r], len = c.boff[v + 1] - c.boff[v];
+                o[k++] = p;
+                if (len) memcpy(b + p, c.bytes + c.boff[v], (size_t)len);
+                p += len;
+            }
+        o[k] = p;
+        *bytes = b; *off = o; *rows = cnt;
+    } else { free(b); free(o); }
+    free(ep);
+    mact_pq_column_free(&c);
+    return rc;
+}
+
 int mact_ld_check(mact_ld *d, char *buf, size_t n)
 {
     size_t o = 0;

@@ -54,6 +54,11 @@ int mact_ld_video_path(const mact_ld *d, int i, const char *key, char *buf, size
  * episode's frames in frame order; their count must equal the episode's length. */
 int mact_ld_read(mact_ld *d, int i, const char *key, double **out, int64_t *rows, int *dim, char *err, size_t errlen);
 
+/* The encoded bytes (PNG/JPEG) of image feature `key` for every frame of episode i, in frame order: frame t is
+ * bytes[off[t] .. off[t+1]) (both malloc'd; the caller frees). */
+int mact_ld_read_images(mact_ld *d, int i, const char *key, uint8_t **bytes, int64_t **off, int64_t *rows,
+                        char *err, size_t errlen);
+
 /* Checks every data file against the metadata (missing files, frame counts, feature shapes); appends one
  * line per problem to buf (NUL-terminated). Returns the number of problems. */
 int mact_ld_check(mact_ld *d, char *buf, size_t n);
