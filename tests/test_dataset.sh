@@ -137,3 +137,14 @@ EOF
 else
     fail ds_stats_roundtrip "synth / stats / run failed" "$T/rt.log"
 fi
+
+# --- LeRobot's meta/stats.json layout ------------------------------------------------------------------------
+$MACT stats --dataset "$T/a21" --tag t --method exact --lerobot-stats "$T/lr_stats.json" --out "$T/lr_ns.json" >/dev/null 2>&1 &&
+$PY - "$T/lr_stats.json" "$T/lr_ns.json" <<'EOF' >"$T/lr.log" 2>&1 && pass ds_stats_lerobot_layout || fail ds_stats_lerobot_layout "bad stats.json" "$T/lr.log"
+import json, sys
+l, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["metadata_by_tag"]["t"]
+assert set(l) == {"action", "observation.state"}, list(l)
+for k, sk in (("action", "action_stats"), ("observation.state", "state_stats")):
+    assert set(l[k]) == {"min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99"}, list(l[k])
+    assert all(l[k][s] == n[sk][s] for s in l[k])
+EOF

@@ -42,6 +42,7 @@ static int usage(void)
             "usage: mact eval --dataset DIR --out DIR [--model DIR | --norm-stats FILE] [--norm-tag T]\n"
             "       [--policy model|hold|replay] [--episodes A:B|I,J,...] [--horizon H] [--first-k 5,10,30]\n"
             "       [--static-threshold X] [--seed S] [--steps N] [--camera KEY ...] [--action-key K] [--state-key K]\n"
+            "       [--so101-transform]   (dataset in the new SO-101 calibration, checkpoint in the old one)\n"
             "       [--shard I/N]   (else $JOB_COMPLETION_INDEX/$JOB_COMPLETION_COUNT or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)\n"
             "       mact eval merge --out DIR SHARD_DIR ...\n");
     return 2;
@@ -297,6 +298,7 @@ int cmd_eval(int argc, char **argv)
     const char *akey = "action", *skey = "observation.state", *cams[8];
     int ncam = 0, H = 0, fk[16] = {5, 10, 30}, nk = 3, steps = 0, shard = 0, nshard = 1, have_shard = 0;
     double thr = 0;
+    int so101_tf = 0;  /* the dataset is in the new SO-101 calibration, the checkpoint in the old one */
     uint64_t seed = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -316,6 +318,7 @@ int cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--camera") && more && ncam < 8) cams[ncam++] = argv[++i];
         else if (!strcmp(a, "--action-key") && more) akey = argv[++i];
         else if (!strcmp(a, "--state-key") && more) skey = argv[++i];
+        else if (!strcmp(a, "--so101-transform")) so101_tf = 1;
         else if (!strcmp(a, "--shard") && more) { if (sscanf(argv[++i], "%d/%d", &shard, &nshard) != 2) return usage(); have_shard = 1; }
         else return usage();
     }
@@ -409,7 +412,9 @@ int cmd_eval(int argc, char **argv)
                     fr[c] = (mact_frame){im[c].data, (int)im[c].height, (int)im[c].width};
                 }
                 float sv[64];
-                for (int j = 0; j < dsd && j < 64; j++) sv[j] = (float)st[t * dsd + j];
+                static const double sg[6] = {1, -1, 1, 1, 1, 1}, of[6] = {0, 90, 90, 0, 0, 0};
+                for (int j = 0; j < dsd && j < 64; j++)
+                    sv[j] = (float)(so101_tf && j < 6 ? sg[j] * st[t * dsd + j] + of[j] : st[t * dsd + j]);
                 mact_predict_input in = {.frames = fr, .n_frames = (size_t)ncam, .task = e->task, .state = sv, .state_dim = (size_t)dsd,
                                          .options = {.norm_tag = tag, .num_steps = steps, .n_action_steps = H, .seed = seed + (uint64_t)t}};
                 mact_predict_output o = {.actions = pred, .actions_cap = 256 * 64};
@@ -417,6 +422,9 @@ int cmd_eval(int argc, char **argv)
                 if (!rc && ((int)o.n_steps != H || (int)o.action_dim != D)) { fprintf(stderr, "mact eval: the model returned %zux%zu actions, want %dx%d\n", o.n_steps, o.action_dim, H, D); rc = 1; }
                 for (int c = 0; c < ncam; c++) mact_image_free(&im[c]);
                 if (rc) break;
+                if (so101_tf)  /* back to the dataset's calibration: arm = signs * (model - offsets) */
+                    for (int k = 0; k < H; k++)
+                        for (int j = 0; j < D && j < 6; j++) pred[k * D + j] = (float)(sg[j] * (pred[k * D + j] - of[j]));
             }
             S.frames++;
             frames_run++;

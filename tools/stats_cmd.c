@@ -178,7 +178,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: mact stats --dataset DIR [--dataset DIR ...] --tag TAG [--action-key K] [--state-key K]\n"
                     "       [--method lerobot|exact] [--horizon H] [--control-mode M] [--setup-type S]\n"
-                    "       [--normalize-gripper 0|1] --out FILE   (FILE: created, or TAG replaced in place)\n");
+                    "       [--normalize-gripper 0|1] [--lerobot-stats FILE] --out FILE\n"
+                    "  FILE: created, or TAG replaced in place; --lerobot-stats also writes LeRobot's meta/stats.json layout\n");
     return 2;
 }
 
@@ -199,7 +200,7 @@ static char *slurp(const char *p)
 int cmd_stats(int argc, char **argv)
 {
     const char *ds[64], *tag = NULL, *out = NULL, *akey = "action", *skey = "observation.state", *method = "lerobot";
-    const char *control = NULL, *setup = NULL;
+    const char *control = NULL, *setup = NULL, *lrs = NULL;
     int nds = 0, horizon = -1, ngrip = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -214,6 +215,7 @@ int cmd_stats(int argc, char **argv)
         else if (!strcmp(a, "--control-mode") && more) control = argv[++i];
         else if (!strcmp(a, "--setup-type") && more) setup = argv[++i];
         else if (!strcmp(a, "--normalize-gripper") && more) ngrip = atoi(argv[++i]) != 0;
+        else if (!strcmp(a, "--lerobot-stats") && more) lrs = argv[++i];
         else return usage();
     }
     if (!nds || !tag || !out) return usage();
@@ -297,8 +299,25 @@ int cmd_stats(int argc, char **argv)
     cJSON_AddStringToObject(t, "setup_type", setup);
     cJSON_AddStringToObject(t, "control_mode", control);
     cJSON_AddStringToObject(t, "stats_method", exact ? "exact" : "lerobot");
-    cJSON_AddItemToObject(t, "action_stats", acc_json(&A, exact, ngrip));
-    cJSON_AddItemToObject(t, "state_stats", acc_json(&S, exact, ngrip));
+    cJSON *as = acc_json(&A, exact, ngrip), *ss = acc_json(&S, exact, ngrip);
+    if (lrs) {  /* LeRobot's meta/stats.json: {feature: {min, max, mean, std, count, q01, ...}} */
+        cJSON *l = cJSON_CreateObject(), *la = cJSON_Duplicate(as, 1), *ls = cJSON_Duplicate(ss, 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(la, "names"); cJSON_DeleteItemFromObjectCaseSensitive(la, "mask");
+        cJSON_DeleteItemFromObjectCaseSensitive(ls, "names"); cJSON_DeleteItemFromObjectCaseSensitive(ls, "mask");
+        cJSON_AddItemToObject(l, akey, la);
+        cJSON_AddItemToObject(l, skey, ls);
+        char *lt = cJSON_Print(l);
+        cJSON_Delete(l);
+        char tmp2[4096];
+        snprintf(tmp2, sizeof tmp2, "%s.tmp.%d", lrs, (int)getpid());
+        FILE *lf = lt ? fopen(tmp2, "w") : NULL;
+        int lok = lf && fputs(lt, lf) >= 0 && fputc('\n', lf) != EOF;
+        if (lf && fclose(lf)) lok = 0;
+        free(lt);
+        if (!lok || rename(tmp2, lrs)) { fprintf(stderr, "mact stats: cannot write %s\n", lrs); unlink(tmp2); }
+    }
+    cJSON_AddItemToObject(t, "action_stats", as);
+    cJSON_AddItemToObject(t, "state_stats", ss);
     acc_free(&A); acc_free(&S);
     if (prev) cJSON_ReplaceItemInObjectCaseSensitive(tags, tag, t);
     else cJSON_AddItemToObject(tags, tag, t);
