@@ -65,7 +65,7 @@ $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
 	    -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|g' mact.pc.in > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
-# the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart
+# the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart and eval's plot
 $(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
 	$(CC) $(CFLAGS) -Itools $(wildcard tools/*.c) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) -lcairo -o $@
 

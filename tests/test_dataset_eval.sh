@@ -9,6 +9,7 @@
 #   eval_static              --static-threshold excludes the frames whose chunk barely moves (SO-101 holds)
 #   eval_hold_absolute       SO-101 (absolute joints): the hold baseline is state[t] (checked with numpy)
 #   eval_model               --policy model: the tiny checkpoint predicts from the PNGs stored in the parquet
+#   eval_plot                OUT/mae_per_step.png (cairo) from eval and from eval merge
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}; MACT=${MACT_BIN:-build/mact}
@@ -74,3 +75,7 @@ $MACT eval --dataset "$T/lib" --model "$T/ck" --policy model --episodes 0:1 --se
 [ "$(jq_py "$T/model/result.json" "r['frames_evaluated'] > 0 and 0 < r['mae'] < 1e9 and r['hold_mae'] > 0")" = True ] &&
     echo "PASS eval_model ($(jq_py "$T/model/result.json" "'%d frames, MAE %.4g, hold %.4g, ratio %.3g (random weights)' % (r['frames_evaluated'], r['mae'], r['hold_mae'], r['ratio_to_hold'])"))" ||
     fail eval_model "model policy failed" "$T/model.err"
+if [ -s "$T/model/mae_per_step.png" ] && [ -s "$T/merged/mae_per_step.png" ] &&
+   [ "$(head -c 8 "$T/model/mae_per_step.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+    echo "PASS eval_plot (mae_per_step.png written by eval and eval merge)"
+else fail eval_plot "no mae_per_step.png"; fi

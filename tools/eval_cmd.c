@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <cairo/cairo.h>
 #include <cjson/cJSON.h>
 #include "mact.h"
 #include "io/image.h"
@@ -157,7 +158,75 @@ static int load_eps(char **dirs, int nd, ep_sums **out, int *n)
     return 0;
 }
 
-/* result.json + episodes.jsonl + the table, from the per-episode sums in episode order */
+/* OUT/mae_per_step.png: MAE per chunk step, the policy against hold-still, raw units (cairo) */
+static int plot(const char *path, const double *m, const double *h, int H, double per, const char *policy)
+{
+    const int W = 720, Hh = 420, l = 70, r = 20, t = 40, b = 50;
+    cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, Hh);
+    cairo_t *c = cairo_create(sf);
+    cairo_set_source_rgb(c, 1, 1, 1);
+    cairo_paint(c);
+    double ymax = 0;
+    for (int k = 0; k < H; k++) ymax = fmax(ymax, fmax(m[k], h[k]) / per);
+    if (!(ymax > 0)) ymax = 1;
+    ymax *= 1.1;
+    double pw = W - l - r, ph = Hh - t - b;
+#define X(k) (l + (H > 1 ? (double)(k) / (H - 1) : 0.5) * pw)
+#define Y(v) (t + ph - (v) / ymax * ph)
+    cairo_set_source_rgb(c, 0, 0, 0);
+    cairo_set_line_width(c, 1);
+    cairo_rectangle(c, l, t, pw, ph);
+    cairo_stroke(c);
+    cairo_select_font_face(c, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(c, 12);
+    char lab[64];
+    for (int i = 0; i <= 4; i++) {
+        double v = ymax * i / 4;
+        snprintf(lab, sizeof lab, "%.3g", v);
+        cairo_move_to(c, 8, Y(v) + 4);
+        cairo_show_text(c, lab);
+        cairo_move_to(c, l - 4, Y(v)); cairo_line_to(c, l, Y(v)); cairo_stroke(c);
+    }
+    for (int i = 0; i < 5; i++) {
+        int k = H > 1 ? (int)lround((double)i * (H - 1) / 4) : 0;
+        snprintf(lab, sizeof lab, "%d", k);
+        cairo_move_to(c, X(k) - 4, t + ph + 16);
+        cairo_show_text(c, lab);
+    }
+    cairo_move_to(c, l + pw / 2 - 40, Hh - 12);
+    cairo_show_text(c, "chunk step");
+    cairo_set_font_size(c, 14);
+    snprintf(lab, sizeof lab, "MAE per chunk step (raw units): %s vs hold-still", policy);
+    cairo_move_to(c, l, 24);
+    cairo_show_text(c, lab);
+    for (int s = 0; s < 2; s++) {
+        const double *v = s ? h : m;
+        if (s) { cairo_set_source_rgb(c, 0.85, 0.2, 0.1); double dash[] = {6, 4}; cairo_set_dash(c, dash, 2, 0); }
+        else cairo_set_source_rgb(c, 0.1, 0.3, 0.85);
+        cairo_set_line_width(c, 2);
+        for (int k = 0; k < H; k++) { if (k) cairo_line_to(c, X(k), Y(v[k] / per)); else cairo_move_to(c, X(k), Y(v[k] / per)); }
+        cairo_stroke(c);
+        cairo_move_to(c, W - r - 170, t + 20 + 18 * s);
+        cairo_line_to(c, W - r - 140, t + 20 + 18 * s);
+        cairo_stroke(c);
+        cairo_set_dash(c, NULL, 0, 0);
+        cairo_set_source_rgb(c, 0, 0, 0);
+        cairo_set_font_size(c, 12);
+        cairo_move_to(c, W - r - 132, t + 24 + 18 * s);
+        cairo_show_text(c, s ? "hold-still" : policy);
+    }
+#undef X
+#undef Y
+    cairo_destroy(c);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d.png", path, (int)getpid());
+    int rc = cairo_surface_write_to_png(sf, tmp) == CAIRO_STATUS_SUCCESS && rename(tmp, path) == 0 ? 0 : -1;
+    if (rc) unlink(tmp);
+    cairo_surface_destroy(sf);
+    return rc;
+}
+
+/* result.json + episodes.jsonl + mae_per_step.png + the table, from the per-episode sums in episode order */
 static int write_result(const char *out, ep_sums *e, int n, const int *first_k, int n_k, const char *policy)
 {
     if (!n) { fprintf(stderr, "mact eval: no episode results in %s\n", out); return 1; }
@@ -235,6 +304,8 @@ static int write_result(const char *out, ep_sums *e, int n, const int *first_k, 
     int rc = write_atomic(p, txt);
     free(txt);
     if (rc) { fprintf(stderr, "mact eval: cannot write %s\n", p); return 1; }
+    snprintf(p, sizeof p, "%s/mae_per_step.png", out);
+    if (per > 0 && plot(p, t.m_raw, t.h_raw, H, per, policy)) { fprintf(stderr, "mact eval: cannot write %s\n", p); return 1; }
     return 0;
 }
 
