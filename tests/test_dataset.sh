@@ -107,7 +107,7 @@ assert lb["action_horizon"] == 10 and lb["normalize_gripper"] is False and lb["a
 assert lb["action_stats"]["mask"] == [True] * 6 + [False], lb["action_stats"]["mask"]
 assert lb["camera_keys"] == ["observation.images.image", "observation.images.wrist_image"]
 EOF
-ls "$T"/multi.json.tmp.* >/dev/null 2>&1 && fail ds_stats_tmp_left "a temporary file was left next to the output"
+ls "$T"/.multi.json.tmp.* "$T"/multi.json.tmp.* >/dev/null 2>&1 && fail ds_stats_tmp_left "a temporary file was left next to the output"
 
 # --- round trip into a checkpoint ---------------------------------------------------------------------------
 if $MACT synth tiny "$T/ck" --seed "$SEED" >"$T/ck.log" 2>&1 &&

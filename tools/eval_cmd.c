@@ -21,6 +21,7 @@
 #include <cairo/cairo.h>
 #include <cjson/cJSON.h>
 #include "mact.h"
+#include "base/file.h"
 #include "io/image.h"
 #include "io/lerobot.h"
 #include "io/normstats.h"
@@ -51,26 +52,17 @@ static int usage(void)
 
 static char *slurp(const char *p)
 {
-    FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 && n < (1L << 28) ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = 0;
-    fclose(f);
+    char *b = NULL, err[512];
+    size_t n;
+    if (mact_file_read_text(p, (size_t)1 << 28, &b, &n, err, sizeof err)) return NULL;
     return b;
 }
 
+/* temp name next to path, then rename (base/file.h): a killed task leaves no partial file */
 static int write_atomic(const char *path, const char *text)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0;
-    if (f && fclose(f)) ok = 0;
-    if (!ok || rename(tmp, path)) { unlink(tmp); return -1; }
+    char err[1024];
+    if (mact_file_write_atomic(path, text, strlen(text), err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", err); return -1; }
     return 0;
 }
 

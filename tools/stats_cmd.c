@@ -5,13 +5,14 @@
  * 5001) with linear interpolation inside the bin, then count-weighted means of the per-episode quantiles
  * across every episode of every dataset; exact: all values sorted, linear interpolation at q*(n-1). min/max
  * global, mean count-weighted, std pooled (population). FILE is created, or one tag of it is replaced in
- * place (written to FILE.tmp.PID, then renamed), keeping the other tags and the top-level keys. */
+ * place (written to a temporary name next to it, then renamed), keeping the other tags and the top-level keys. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "base/file.h"
 #include "io/lerobot.h"
 
 int cmd_stats(int argc, char **argv);
@@ -185,15 +186,9 @@ static int usage(void)
 
 static char *slurp(const char *p)
 {
-    FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 && n < (1L << 28) ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = 0;
-    fclose(f);
+    char *b = NULL, err[512];
+    size_t n;
+    if (mact_file_read_text(p, (size_t)1 << 28, &b, &n, err, sizeof err)) { fprintf(stderr, "mact stats: %s\n", err); return NULL; }
     return b;
 }
 
@@ -223,7 +218,9 @@ int cmd_stats(int argc, char **argv)
     if (!exact && strcmp(method, "lerobot")) { fprintf(stderr, "mact stats: --method must be lerobot or exact\n"); return 2; }
     /* the existing file and tag, if any */
     cJSON *root = NULL;
-    char *old = slurp(out);
+    int exists = access(out, F_OK) == 0;
+    char *old = exists ? slurp(out) : NULL;
+    if (exists && !old) return 1;
     if (old) {
         root = cJSON_Parse(old);
         free(old);
@@ -308,13 +305,9 @@ int cmd_stats(int argc, char **argv)
         cJSON_AddItemToObject(l, skey, ls);
         char *lt = cJSON_Print(l);
         cJSON_Delete(l);
-        char tmp2[4096];
-        snprintf(tmp2, sizeof tmp2, "%s.tmp.%d", lrs, (int)getpid());
-        FILE *lf = lt ? fopen(tmp2, "w") : NULL;
-        int lok = lf && fputs(lt, lf) >= 0 && fputc('\n', lf) != EOF;
-        if (lf && fclose(lf)) lok = 0;
+        char e2[1024];
+        if (!lt || mact_file_write_atomic(lrs, lt, strlen(lt), e2, sizeof e2)) fprintf(stderr, "mact stats: %s\n", lt ? e2 : "out of memory");
         free(lt);
-        if (!lok || rename(tmp2, lrs)) { fprintf(stderr, "mact stats: cannot write %s\n", lrs); unlink(tmp2); }
     }
     cJSON_AddItemToObject(t, "action_stats", as);
     cJSON_AddItemToObject(t, "state_stats", ss);
@@ -324,13 +317,13 @@ int cmd_stats(int argc, char **argv)
     char *txt = cJSON_Print(root);
     cJSON_Delete(root);
     if (!txt) { fprintf(stderr, "mact stats: out of memory\n"); return 1; }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f)) ok = 0;
+    size_t tl = strlen(txt);
+    char *t2 = realloc(txt, tl + 2);
+    if (t2) { txt = t2; txt[tl++] = '\n'; txt[tl] = 0; }
+    char e3[1024];
+    int wrc = mact_file_write_atomic(out, txt, tl, e3, sizeof e3);
     free(txt);
-    if (!ok || rename(tmp, out)) { fprintf(stderr, "mact stats: cannot write %s\n", out); unlink(tmp); return 1; }
+    if (wrc) { fprintf(stderr, "mact stats: %s\n", e3); return 1; }
     fprintf(stderr, "mact stats: %s: tag %s (%s), %.0f frames\n", out, tag, exact ? "exact" : "lerobot", A.n);
     return 0;
 }

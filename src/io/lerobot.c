@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include "mact.h"
 #include "base/err.h"
+#include "base/file.h"
 #include "io/lerobot.h"
 #include "io/parquet.h"
 
@@ -31,27 +32,9 @@ struct mact_ld {
 
 static char *read_text(const char *path, size_t *len, char *err, size_t el, int *rc)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) { *rc = mact_errf(err, el, MACT_ERR_IO, "%s: %s", path, strerror(errno)); return NULL; }
     char *b = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? cap * 2 : 65536 * 2;
-            if (cap > LD_MAX_JSON) { free(b); fclose(f); *rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: larger than %u bytes", path, LD_MAX_JSON); return NULL; }
-            char *q = realloc(b, cap);
-            if (!q) { free(b); fclose(f); *rc = mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", path); return NULL; }
-            b = q;
-        }
-        size_t r = fread(b + n, 1, 65536, f);
-        n += r;
-        if (r < 65536) break;
-    }
-    fclose(f);
-    b[n] = 0;
-    if (len) *len = n;
-    *rc = 0;
-    return b;
+    *rc = mact_file_read_text(path, LD_MAX_JSON, &b, len, err, el);
+    return *rc ? NULL : b;
 }
 
 static int file_exists(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISREG(sb.st_mode); }

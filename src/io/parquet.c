@@ -12,6 +12,7 @@
 #include <zstd.h>
 #include "mact.h"
 #include "base/err.h"
+#include "base/file.h"
 #include "io/parquet.h"
 
 #define PQ_MAX_SCHEMA 100000
@@ -484,8 +485,8 @@ int mact_pq_open_mem(const uint8_t *data, size_t size, const char *name, const m
 int mact_pq_open(const char *path, const mact_pq_options *o, mact_pq_file **out, char *err, size_t el)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mact_errf(err, el, MACT_ERR_IO, "%s: %s", path, strerror(errno));
+    int fd = mact_file_open_regular(path, err, el);  /* a FIFO never blocks */
+    if (fd < 0) return fd;
     struct stat sb;
     if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
         close(fd);
