@@ -29,8 +29,8 @@ static int mkdirs(const char *path)
 static const char *so_names[6] = {"shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"};
 static const char *lib_state_names[8] = {"x", "y", "z", "axis_angle1", "axis_angle2", "axis_angle3", "gripper_qpos1", "gripper_qpos2"};
 static const char *lib_action_names[7] = {"x", "y", "z", "roll", "pitch", "yaw", "gripper"};
-static const char *tasks_so[] = {"pick up the cube", "put the cube in the bowl", "push the block left"};
-static const char *tasks_lib[] = {"put the bowl on the plate", "open the top drawer", "turn on the stove"};
+static const char *const tasks_so[] = {"pick up the cube", "put the cube in the bowl", "push the block left"};
+static const char *const tasks_lib[] = {"put the bowl on the plate", "open the top drawer", "turn on the stove"};
 
 /* SO-101: minimum-jerk moves between random waypoints with holds; state follows the action 3 frames late
  * plus noise; the gripper state saturates while grasping. */
@@ -202,7 +202,7 @@ static int write_frames(const char *path, const frames *fr, int64_t r0, int64_t 
     c[k++] = (pqw_column){.name = "task_index", .kind = PQW_I64, .data = fr->ti + r0};
     pqw_options po = *po0;
     po.rg_rows = rg; po.n_rg = n_rg;
-    static const char *kv[] = {"huggingface", "{\"info\": {\"features\": {}}}"};
+    static const char *const kv[] = {"huggingface", "{\"info\": {\"features\": {}}}"};
     po.kv = kv; po.n_kv = 1;
     return mact_pqw_write(path, c, k, n, &po, err, el);
 }
@@ -222,7 +222,7 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
     mact_rng r;
     mact_rng_seed(&r, o.seed);
     int E = o.n_episodes, fps = o.libero ? 10 : 30, ad = o.libero ? 7 : 6, sd = o.libero ? 8 : 6;
-    const char **tasks = o.libero ? tasks_lib : tasks_so;
+    const char *const *tasks = o.libero ? tasks_lib : tasks_so;
     int *len = calloc((size_t)E, sizeof *len), *task = calloc((size_t)E, sizeof *task);
     int64_t total = 0;
     if (!len || !task) { free(len); free(task); return mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); }

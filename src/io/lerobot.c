@@ -325,7 +325,7 @@ const char *mact_ld_dir(const mact_ld *d) { return d->dir; }
 int mact_ld_data_path(const mact_ld *d, int i, char *buf, size_t n)
 {
     const mact_ld_episode *e = &d->ep[i];
-    static const char *keys[] = {"episode_chunk", "episode_index", "chunk_index", "file_index"};
+    static const char *const keys[] = {"episode_chunk", "episode_index", "chunk_index", "file_index"};
     const char *sv[4] = {0};
     int64_t iv[4] = {e->chunk, e->index, e->chunk, e->file};
     char rel[2048];
@@ -338,7 +338,7 @@ int mact_ld_video_path(const mact_ld *d, int i, const char *key, char *buf, size
 {
     if (!d->video_path[0]) return -1;
     const mact_ld_episode *e = &d->ep[i];
-    static const char *keys[] = {"episode_chunk", "episode_index", "chunk_index", "file_index", "video_key"};
+    static const char *const keys[] = {"episode_chunk", "episode_index", "chunk_index", "file_index", "video_key"};
     const char *sv[5] = {0, 0, 0, 0, key};
     int64_t iv[5] = {e->chunk, e->index, e->chunk, e->file < 0 ? 0 : e->file, 0};
     char rel[2048];

@@ -598,7 +598,7 @@ static int grow(void **p, int64_t *cap, int64_t need, size_t elsz)
 
 static const char *encoding_name(int e)
 {
-    static const char *n[] = {"PLAIN", "GROUP_VAR_INT", "PLAIN_DICTIONARY", "RLE", "BIT_PACKED", "DELTA_BINARY_PACKED",
+    static const char *const n[] = {"PLAIN", "GROUP_VAR_INT", "PLAIN_DICTIONARY", "RLE", "BIT_PACKED", "DELTA_BINARY_PACKED",
                               "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY", "RLE_DICTIONARY", "BYTE_STREAM_SPLIT"};
     return e >= 0 && e < 10 ? n[e] : "unknown";
 }
@@ -706,7 +706,7 @@ static int decompress(pq_dec *d, int codec, const uint8_t *src, size_t slen, uin
         return 0;
     }
     default: {
-        static const char *n[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
+        static const char *const n[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
         return dec_err(d, MACT_ERR_UNSUPPORTED, "unsupported compression codec ", codec >= 0 && codec < 8 ? n[codec] : "unknown");
     }
     }
