@@ -13,7 +13,7 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread -fPIC
 LIBCFLAGS = -fvisibility=hidden -DMACT_BUILD
-LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lzip -lz -lm -pthread
+LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lzip -lsnappy -lzstd -lz -lm -pthread
 
 # the version is stated once, in include/mact.h; the soname's number changes with the ABI
 VERSION := $(shell sed -n 's/^\#define MACT_VERSION_STRING "\(.*\)"/\1/p' include/mact.h)
@@ -65,7 +65,7 @@ $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
 	    -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|g' mact.pc.in > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
-# the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart
+# the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart and eval's plot
 $(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
 	$(CC) $(CFLAGS) -Itools $(wildcard tools/*.c) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) -lcairo -o $@
 
@@ -103,11 +103,12 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
 # read from fuzz/corpus/<target>, a crash leaves build/fuzz/<target>-crash-* and fails the run.
 FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null || echo clang)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt
+FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
 FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/io/safetensors.c src/io/normstats.c \
-                src/io/tokenizer.c src/io/image.c src/io/npy.c src/io/npz.c src/stages/prompt.c
+                src/io/tokenizer.c src/io/image.c src/io/npy.c src/io/npz.c src/stages/prompt.c \
+                src/io/parquet.c
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:src/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_LDLIBS  := $(filter-out -fopenmp,$(LDLIBS))
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)

@@ -9,4 +9,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_prune_analyze(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_distill_eval(int argc, char **argv);
+int cmd_dataset(int argc, char **argv);
+int cmd_synth_dataset(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 #endif

@@ -17,6 +17,11 @@ static int usage(FILE *f)
             "  synth PRESET OUT_DIR [--seed S] [--dtype mixed|f32|bf16] [--no-lm-head] [--threads N]\n"
             "                                        random checkpoint (tiny|wide|libero|so101)\n"
             "  bench [--model DIR] [--threads N] [--precision fp32|bf16|int8]  per-stage timings\n"
+            "  dataset info DIR | dump FILE.parquet  LeRobot dataset summary and problems; a parquet file as JSON\n"
+            "  synth-dataset OUT_DIR [--version v2.1|v3.0] [--robot so101|libero] [--variant V]  synthetic LeRobot tree\n"
+            "  stats --dataset DIR [...] --tag TAG [--method lerobot|exact] --out FILE   norm_stats.json from datasets\n"
+            "  eval --dataset DIR --out DIR [--model DIR] [--policy model|hold|replay] [--shard I/N]  open-loop MAE\n"
+            "  eval merge --out DIR SHARD_DIR ...    merge sharded eval results\n"
             "  inspect MODEL_DIR                     config summary, parameters, bytes, dtype mix\n"
             "  parity GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
             "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n"
@@ -83,6 +88,10 @@ int main(int argc, char **argv)
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(c, "synth")) return cmd_synth(argc - 2, argv + 2);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 2, argv + 2);
+    if (!strcmp(c, "dataset")) return cmd_dataset(argc - 2, argv + 2);
+    if (!strcmp(c, "synth-dataset")) return cmd_synth_dataset(argc - 2, argv + 2);
+    if (!strcmp(c, "stats")) return cmd_stats(argc - 2, argv + 2);
+    if (!strcmp(c, "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(c, "parity")) return cmd_parity(argc - 2, argv + 2);
     if (!strcmp(c, "prune-analyze")) return cmd_prune_analyze(argc - 2, argv + 2);

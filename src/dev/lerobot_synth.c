@@ -1,0 +1,358 @@
+/* Synthetic LeRobot datasets (src/dev/lerobot_synth.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+#include "mact.h"
+#include "base/err.h"
+#include "base/rng.h"
+#include "dev/lerobot_synth.h"
+#include "dev/pq_write.h"
+
+const char *mact_lrs_variants(void) { return "pyarrow plain fallback multipage rowgroups v2pages zstd gzip uncompressed"; }
+
+static double urand(mact_rng *r) { return (double)(mact_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+static double nrand(mact_rng *r) { double u = urand(r) + 1e-12, v = urand(r); return sqrt(-2 * log(u)) * cos(6.283185307179586 * v); }
+
+static int mkdirs(const char *path)
+{
+    char b[4096];
+    snprintf(b, sizeof b, "%s", path);
+    for (char *p = b + 1; *p; p++)
+        if (*p == '/') { *p = 0; if (mkdir(b, 0777) && errno != EEXIST) return -1; *p = '/'; }
+    return mkdir(b, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+static const char *so_names[6] = {"shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"};
+static const char *lib_state_names[8] = {"x", "y", "z", "axis_angle1", "axis_angle2", "axis_angle3", "gripper_qpos1", "gripper_qpos2"};
+static const char *lib_action_names[7] = {"x", "y", "z", "roll", "pitch", "yaw", "gripper"};
+static const char *const tasks_so[] = {"pick up the cube", "put the cube in the bowl", "push the block left"};
+static const char *const tasks_lib[] = {"put the bowl on the plate", "open the top drawer", "turn on the stove"};
+
+/* SO-101: minimum-jerk moves between random waypoints with holds; state follows the action 3 frames late
+ * plus noise; the gripper state saturates while grasping. */
+static void gen_so101(mact_rng *r, int T, float *act, float *st)
+{
+    static const double lo[6] = {-60, -100, -10, 20, -90, 0}, hi[6] = {30, 10, 100, 95, -20, 40};
+    double cur[6], tgt[6];
+    for (int j = 0; j < 6; j++) cur[j] = lo[j] + (hi[j] - lo[j]) * urand(r);
+    int t = 0;
+    while (t < T) {
+        int hold = (int)(15 + urand(r) * 75), move = (int)(20 + urand(r) * 60);
+        for (int k = 0; k < hold && t < T; k++, t++)
+            for (int j = 0; j < 6; j++) act[t * 6 + j] = (float)cur[j];
+        for (int j = 0; j < 6; j++) tgt[j] = lo[j] + (hi[j] - lo[j]) * urand(r);
+        if (urand(r) < 0.5) tgt[5] = urand(r) < 0.5 ? 0.5 : 38;
+        for (int k = 1; k <= move && t < T; k++, t++) {
+            double s = (double)k / move, m = s * s * s * (10 - 15 * s + 6 * s * s);
+            for (int j = 0; j < 6; j++) act[t * 6 + j] = (float)(cur[j] + (tgt[j] - cur[j]) * m);
+        }
+        memcpy(cur, tgt, sizeof cur);
+    }
+    for (t = 0; t < T; t++)
+        for (int j = 0; j < 6; j++) {
+            int s = t - 3 < 0 ? 0 : t - 3;
+            double v = act[s * 6 + j] + 0.3 * nrand(r);
+            if (j == 5 && v > 12) v = 12 + 0.1 * (v - 12);  /* stalls on the object */
+            st[t * 6 + j] = (float)v;
+        }
+}
+
+/* LIBERO: smooth deltas in [-1, 1], a +-1 gripper, state = integrated pose + 2 gripper qpos */
+static void gen_libero(mact_rng *r, int T, float *act, float *st)
+{
+    double ph[6], fr[6], pose[6] = {0}, g = -1;
+    for (int j = 0; j < 6; j++) { ph[j] = urand(r) * 6.28; fr[j] = 0.02 + 0.1 * urand(r); }
+    for (int t = 0; t < T; t++) {
+        for (int j = 0; j < 6; j++) {
+            double a = 0.8 * sin(ph[j] + fr[j] * t) + 0.05 * nrand(r);
+            a = a > 1 ? 1 : a < -1 ? -1 : a;
+            act[t * 7 + j] = (float)a;
+        }
+        if (urand(r) < 0.03) g = -g;
+        act[t * 7 + 6] = (float)g;
+        for (int j = 0; j < 6; j++) { pose[j] += 0.01 * act[t * 7 + j]; st[t * 8 + j] = (float)pose[j]; }
+        st[t * 8 + 6] = (float)(g > 0 ? 0.01 : 0.039);
+        st[t * 8 + 7] = (float)-(g > 0 ? 0.01 : 0.039);
+    }
+}
+
+/* A small RGB PNG (zlib, no filter) whose pixels carry the frame number */
+static uint8_t *make_png(int frame, int cam, size_t *len)
+{
+    enum { W = 16, H = 16 };
+    uint8_t rawimg[H * (1 + W * 3)];
+    for (int y = 0; y < H; y++) {
+        rawimg[y * (1 + W * 3)] = 0;
+        for (int x = 0; x < W; x++) {
+            uint8_t *p = &rawimg[y * (1 + W * 3) + 1 + x * 3];
+            p[0] = (uint8_t)(frame & 0xff); p[1] = (uint8_t)((frame >> 8) & 0xff); p[2] = (uint8_t)(cam * 64 + x * 4 + y);
+        }
+    }
+    uLongf zl = compressBound(sizeof rawimg);
+    uint8_t *z = malloc(zl);
+    if (!z || compress2(z, &zl, rawimg, sizeof rawimg, 6) != Z_OK) { free(z); return NULL; }
+    size_t n = 8 + 25 + 12 + zl + 12;
+    uint8_t *o = malloc(n), *p = o;
+    if (!o) { free(z); return NULL; }
+    static const uint8_t sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+    memcpy(p, sig, 8); p += 8;
+#define CHUNK(type, data, dlen) do { \
+        uint32_t L = (uint32_t)(dlen); p[0] = L >> 24; p[1] = L >> 16; p[2] = L >> 8; p[3] = L; \
+        memcpy(p + 4, type, 4); if (L) memcpy(p + 8, data, L); \
+        uint32_t c = (uint32_t)crc32(0, p + 4, 4 + L); p += 8 + L; p[0] = c >> 24; p[1] = c >> 16; p[2] = c >> 8; p[3] = c; p += 4; } while (0)
+    uint8_t ihdr[13] = {0, 0, 0, W, 0, 0, 0, H, 8, 2, 0, 0, 0};
+    CHUNK("IHDR", ihdr, 13);
+    CHUNK("IDAT", z, zl);
+    CHUNK("IEND", "", 0);
+#undef CHUNK
+    free(z);
+    *len = (size_t)(p - o);
+    return o;
+}
+
+static void names_json(FILE *f, const char **n, int k)
+{
+    fputc('[', f);
+    for (int i = 0; i < k; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", n[i]);
+    fputc(']', f);
+}
+
+static int write_info(const char *dir, const mact_lrs_options *o, int n_ep, int64_t total, int n_tasks)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/meta/info.json", dir);
+    FILE *f = fopen(p, "w");
+    if (!f) return -1;
+    int v3 = o->version == 30;
+    int ad = o->libero ? 7 : 6, sd = o->libero ? 8 : 6;
+    fprintf(f, "{\n  \"codebase_version\": \"%s\",\n  \"robot_type\": \"%s\",\n", v3 ? "v3.0" : "v2.1", o->libero ? "panda" : "so101_follower");
+    fprintf(f, "  \"total_episodes\": %d,\n  \"total_frames\": %lld,\n  \"total_tasks\": %d,\n", n_ep, (long long)total, n_tasks);
+    if (!v3) fprintf(f, "  \"total_videos\": 0,\n  \"total_chunks\": 1,\n");
+    fprintf(f, "  \"chunks_size\": 1000,\n");
+    if (v3) fprintf(f, "  \"data_files_size_in_mb\": 100,\n  \"video_files_size_in_mb\": 200,\n");
+    fprintf(f, "  \"fps\": %d,\n  \"splits\": {\"train\": \"0:%d\"},\n", o->libero ? 10 : 30, n_ep);
+    fprintf(f, "  \"data_path\": \"%s\",\n", v3 ? "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+                                              : "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet");
+    fprintf(f, "  \"video_path\": null,\n  \"synthetic_generator\": \"mact synth-dataset seed %llu\",\n  \"features\": {\n", (unsigned long long)o->seed);
+    fprintf(f, "    \"action\": {\"dtype\": \"float32\", \"shape\": [%d], \"names\": ", ad);
+    if (o->libero) names_json(f, lib_action_names, 7); else names_json(f, so_names, 6);
+    fprintf(f, "},\n    \"observation.state\": {\"dtype\": \"float32\", \"shape\": [%d], \"names\": ", sd);
+    if (o->libero) { fputs("{\"motors\": ", f); names_json(f, lib_state_names, 8); fputc('}', f); } else names_json(f, so_names, 6);
+    fputs("},\n", f);
+    if (o->libero) {
+        fputs("    \"observation.images.image\": {\"dtype\": \"image\", \"shape\": [16, 16, 3], \"names\": [\"height\", \"width\", \"channel\"]},\n", f);
+        fputs("    \"observation.images.wrist_image\": {\"dtype\": \"image\", \"shape\": [16, 16, 3], \"names\": [\"height\", \"width\", \"channel\"]},\n", f);
+    }
+    fprintf(f, "    \"timestamp\": {\"dtype\": \"%s\", \"shape\": [1], \"names\": null},\n", o->ts_f64 ? "float64" : "float32");
+    fputs("    \"frame_index\": {\"dtype\": \"int64\", \"shape\": [1], \"names\": null},\n", f);
+    fputs("    \"episode_index\": {\"dtype\": \"int64\", \"shape\": [1], \"names\": null},\n", f);
+    fputs("    \"index\": {\"dtype\": \"int64\", \"shape\": [1], \"names\": null},\n", f);
+    fputs("    \"task_index\": {\"dtype\": \"int64\", \"shape\": [1], \"names\": null}\n  }\n}\n", f);
+    return fclose(f);
+}
+
+typedef struct {
+    int64_t n;
+    float *act, *st, *ts32;
+    double *ts64;
+    int64_t *fi, *ei, *gi, *ti;
+    uint8_t **img[2];
+    size_t *ilen[2];
+    char **ipath[2];
+} frames;
+
+static int set_variant(const char *v, pqw_options *po)
+{
+    memset(po, 0, sizeof *po);
+    po->codec = 1;
+    if (!v || !strcmp(v, "pyarrow")) return 0;
+    if (!strcmp(v, "plain")) po->plain = 1;
+    else if (!strcmp(v, "fallback")) { po->dict_max = 40; po->page_rows = 50; }
+    else if (!strcmp(v, "multipage")) po->page_rows = 37;
+    else if (!strcmp(v, "rowgroups")) return 0;  /* handled by the caller */
+    else if (!strcmp(v, "v2pages")) { po->page_v2 = 1; po->page_rows = 64; }
+    else if (!strcmp(v, "zstd")) po->codec = 6;
+    else if (!strcmp(v, "gzip")) po->codec = 2;
+    else if (!strcmp(v, "uncompressed")) po->codec = 0;
+    else return -1;
+    return 0;
+}
+
+static int write_frames(const char *path, const frames *fr, int64_t r0, int64_t n, const mact_lrs_options *o,
+                        const pqw_options *po0, const int64_t *rg, int n_rg, char *err, size_t el)
+{
+    int ad = o->libero ? 7 : 6, sd = o->libero ? 8 : 6;
+    pqw_column c[9];
+    int k = 0;
+    c[k++] = (pqw_column){.name = "action", .kind = PQW_F32_LIST, .width = ad, .data = fr->act + r0 * ad};
+    c[k++] = (pqw_column){.name = "observation.state", .kind = PQW_F32_LIST, .width = sd, .data = fr->st + r0 * sd};
+    if (o->libero) {
+        c[k++] = (pqw_column){.name = "observation.images.image", .kind = PQW_IMAGE, .data = fr->img[0] + r0, .lens = fr->ilen[0] + r0, .paths = (const char *const *)fr->ipath[0] + r0};
+        c[k++] = (pqw_column){.name = "observation.images.wrist_image", .kind = PQW_IMAGE, .data = fr->img[1] + r0, .lens = fr->ilen[1] + r0, .paths = (const char *const *)fr->ipath[1] + r0};
+    }
+    if (o->ts_f64) c[k++] = (pqw_column){.name = "timestamp", .kind = PQW_F64, .data = fr->ts64 + r0};
+    else c[k++] = (pqw_column){.name = "timestamp", .kind = PQW_F32, .data = fr->ts32 + r0};
+    c[k++] = (pqw_column){.name = "frame_index", .kind = PQW_I64, .data = fr->fi + r0};
+    c[k++] = (pqw_column){.name = "episode_index", .kind = PQW_I64, .data = fr->ei + r0};
+    c[k++] = (pqw_column){.name = "index", .kind = PQW_I64, .data = fr->gi + r0};
+    c[k++] = (pqw_column){.name = "task_index", .kind = PQW_I64, .data = fr->ti + r0};
+    pqw_options po = *po0;
+    po.rg_rows = rg; po.n_rg = n_rg;
+    static const char *const kv[] = {"huggingface", "{\"info\": {\"features\": {}}}"};
+    po.kv = kv; po.n_kv = 1;
+    return mact_pqw_write(path, c, k, n, &po, err, el);
+}
+
+int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, size_t el)
+{
+    mact_lrs_options o = *o0;
+    if (!o.version) o.version = 21;
+    if (o.version != 21 && o.version != 30) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: version must be 21 or 30");
+    if (!o.n_episodes) o.n_episodes = 4;
+    if (o.n_episodes < 1 || o.n_episodes > 100000) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: bad episode count");
+    if (!o.min_len) { o.min_len = o.libero ? 60 : 150; o.max_len = o.libero ? 160 : 450; }
+    if (o.max_len < o.min_len || o.min_len < 1) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: bad episode lengths");
+    pqw_options po;
+    if (set_variant(o.variant, &po)) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: unknown variant '%s' (%s)", o.variant, mact_lrs_variants());
+    int rowgroups = o.variant && !strcmp(o.variant, "rowgroups");
+    mact_rng r;
+    mact_rng_seed(&r, o.seed);
+    int E = o.n_episodes, fps = o.libero ? 10 : 30, ad = o.libero ? 7 : 6, sd = o.libero ? 8 : 6;
+    const char *const *tasks = o.libero ? tasks_lib : tasks_so;
+    int *len = calloc((size_t)E, sizeof *len), *task = calloc((size_t)E, sizeof *task);
+    int64_t total = 0;
+    if (!len || !task) { free(len); free(task); return mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); }
+    for (int e = 0; e < E; e++) {
+        len[e] = o.min_len + (int)(urand(&r) * (o.max_len - o.min_len + 1));
+        if (len[e] > o.max_len) len[e] = o.max_len;
+        task[e] = e % 3;
+        total += len[e];
+    }
+    frames fr = {.n = total};
+    fr.act = malloc((size_t)total * ad * sizeof(float));
+    fr.st = malloc((size_t)total * sd * sizeof(float));
+    fr.ts32 = malloc((size_t)total * sizeof(float));
+    fr.ts64 = malloc((size_t)total * sizeof(double));
+    fr.fi = malloc((size_t)total * 8); fr.ei = malloc((size_t)total * 8); fr.gi = malloc((size_t)total * 8); fr.ti = malloc((size_t)total * 8);
+    for (int c = 0; c < 2; c++) {
+        fr.img[c] = calloc((size_t)total, sizeof(uint8_t *));
+        fr.ilen[c] = calloc((size_t)total, sizeof(size_t));
+        fr.ipath[c] = calloc((size_t)total, sizeof(char *));
+    }
+    int rc = 0;
+    char p[4096];
+    if (!fr.act || !fr.st || !fr.ts32 || !fr.ts64 || !fr.fi || !fr.ei || !fr.gi || !fr.ti || !fr.img[0] || !fr.img[1] ||
+        !fr.ilen[0] || !fr.ilen[1] || !fr.ipath[0] || !fr.ipath[1]) { rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); goto out; }
+    int64_t g = 0;
+    for (int e = 0; e < E; e++) {
+        if (o.libero) gen_libero(&r, len[e], fr.act + g * ad, fr.st + g * sd);
+        else gen_so101(&r, len[e], fr.act + g * ad, fr.st + g * sd);
+        for (int t = 0; t < len[e]; t++, g++) {
+            fr.ts32[g] = (float)t / (float)fps;
+            fr.ts64[g] = (double)t / fps;
+            fr.fi[g] = t; fr.ei[g] = e; fr.gi[g] = g; fr.ti[g] = task[e];
+            if (o.libero)
+                for (int c = 0; c < 2; c++) {
+                    fr.img[c][g] = make_png((int)g, c, &fr.ilen[c][g]);
+                    char nm[64];
+                    snprintf(nm, sizeof nm, "frame_%06lld_%d.png", (long long)g, c);
+                    fr.ipath[c][g] = strdup(nm);
+                    if (!fr.img[c][g] || !fr.ipath[c][g]) { rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); goto out; }
+                }
+        }
+    }
+    snprintf(p, sizeof p, "%s/meta", dir);
+    if (mkdirs(p)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p); goto out; }
+    if (write_info(dir, &o, E, total, 3)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write info.json"); goto out; }
+    snprintf(p, sizeof p, "%s/data/chunk-000", dir);
+    if (mkdirs(p)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p); goto out; }
+    if (o.version == 21) {
+        snprintf(p, sizeof p, "%s/meta/tasks.jsonl", dir);
+        FILE *f = fopen(p, "w");
+        if (!f) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write %s", p); goto out; }
+        for (int t = 0; t < 3; t++) fprintf(f, "{\"task_index\": %d, \"task\": \"%s\"}\n", t, tasks[t]);
+        fclose(f);
+        snprintf(p, sizeof p, "%s/meta/episodes.jsonl", dir);
+        if (!(f = fopen(p, "w"))) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write %s", p); goto out; }
+        for (int e = 0; e < E; e++) fprintf(f, "{\"episode_index\": %d, \"tasks\": [\"%s\"], \"length\": %d}\n", e, tasks[task[e]], len[e]);
+        fclose(f);
+        int64_t r0 = 0;
+        for (int e = 0; e < E && !rc; e++) {
+            snprintf(p, sizeof p, "%s/data/chunk-000/episode_%06d.parquet", dir, e);
+            int64_t rg[3] = {len[e]};
+            int n_rg = 1;
+            if (rowgroups && len[e] >= 3) { rg[0] = len[e] / 3; rg[1] = len[e] / 3; rg[2] = len[e] - 2 * (len[e] / 3); n_rg = 3; }
+            rc = write_frames(p, &fr, r0, len[e], &o, &po, rg, n_rg, err, el);
+            r0 += len[e];
+        }
+        goto out;
+    }
+    /* v3.0: files of up to 3 episodes, one row group per episode (rowgroups variant: 2 per episode) */
+    int per_file = 3, n_files = (E + per_file - 1) / per_file;
+    int *file_of = calloc((size_t)E, sizeof *file_of);
+    int64_t *from = calloc((size_t)E, sizeof *from);
+    int64_t *rgs = calloc((size_t)E * 2 + 2, sizeof *rgs);
+    if (!file_of || !from || !rgs) { free(file_of); free(from); free(rgs); rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); goto out; }
+    int64_t acc = 0;
+    for (int e = 0; e < E; e++) { file_of[e] = e / per_file; from[e] = acc; acc += len[e]; }
+    for (int fi = 0; fi < n_files && !rc; fi++) {
+        int e0 = fi * per_file, e1 = e0 + per_file < E ? e0 + per_file : E, n_rg = 0;
+        int64_t n = 0;
+        for (int e = e0; e < e1; e++) {
+            if (rowgroups && len[e] >= 2) { rgs[n_rg++] = len[e] / 2; rgs[n_rg++] = len[e] - len[e] / 2; }
+            else rgs[n_rg++] = len[e];
+            n += len[e];
+        }
+        snprintf(p, sizeof p, "%s/data/chunk-000/file-%03d.parquet", dir, fi);
+        rc = write_frames(p, &fr, from[e0], n, &o, &po, rgs, n_rg, err, el);
+    }
+    if (!rc) {  /* meta/tasks.parquet: task_index + the text as the pandas index */
+        int64_t ti[3] = {0, 1, 2};
+        pqw_column c[2] = {{.name = "task_index", .kind = PQW_I64, .data = ti}, {.name = "__index_level_0__", .kind = PQW_STRING, .data = tasks}};
+        pqw_options tp = {.codec = 1};
+        snprintf(p, sizeof p, "%s/meta/tasks.parquet", dir);
+        rc = mact_pqw_write(p, c, 2, 3, &tp, err, el);
+    }
+    if (!rc) {  /* meta/episodes/chunk-000/file-000.parquet */
+        snprintf(p, sizeof p, "%s/meta/episodes/chunk-000", dir);
+        if (mkdirs(p)) rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
+        int64_t *ei = malloc((size_t)E * 8), *ln = malloc((size_t)E * 8), *ci = calloc((size_t)E, 8), *fi = malloc((size_t)E * 8),
+                *dfrom = malloc((size_t)E * 8), *dto = malloc((size_t)E * 8);
+        const char **tl = malloc((size_t)E * sizeof *tl);
+        int *cnt = malloc((size_t)E * sizeof *cnt);
+        if (!rc && (!ei || !ln || !ci || !fi || !dfrom || !dto || !tl || !cnt)) rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
+        if (!rc) {
+            for (int e = 0; e < E; e++) {
+                ei[e] = e; ln[e] = len[e]; fi[e] = file_of[e]; dfrom[e] = from[e]; dto[e] = from[e] + len[e];
+                tl[e] = tasks[task[e]]; cnt[e] = 1;
+            }
+            pqw_column c[7] = {
+                {.name = "episode_index", .kind = PQW_I64, .data = ei},
+                {.name = "tasks", .kind = PQW_STRING_LIST, .data = tl, .counts = cnt},
+                {.name = "length", .kind = PQW_I64, .data = ln},
+                {.name = "data/chunk_index", .kind = PQW_I64, .data = ci},
+                {.name = "data/file_index", .kind = PQW_I64, .data = fi},
+                {.name = "dataset_from_index", .kind = PQW_I64, .data = dfrom},
+                {.name = "dataset_to_index", .kind = PQW_I64, .data = dto},
+            };
+            pqw_options ep = {.codec = 1};
+            snprintf(p, sizeof p, "%s/meta/episodes/chunk-000/file-000.parquet", dir);
+            rc = mact_pqw_write(p, c, 7, E, &ep, err, el);
+        }
+        free(ei); free(ln); free(ci); free(fi); free(dfrom); free(dto); free(tl); free(cnt);
+    }
+    free(file_of); free(from); free(rgs);
+out:
+    for (int c = 0; c < 2; c++) {
+        for (int64_t i = 0; fr.img[c] && i < total; i++) free(fr.img[c][i]);
+        for (int64_t i = 0; fr.ipath[c] && i < total; i++) free(fr.ipath[c][i]);
+        free(fr.img[c]); free(fr.ilen[c]); free(fr.ipath[c]);
+    }
+    free(fr.act); free(fr.st); free(fr.ts32); free(fr.ts64); free(fr.fi); free(fr.ei); free(fr.gi); free(fr.ti);
+    free(len); free(task);
+    return rc;
+}

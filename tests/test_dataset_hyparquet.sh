@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The parquet reader (src/io/parquet.c) against an independent one: npm `hyparquet` (pure JS; installed by
+# scripts/setup_dataset.sh with npm ci). For every generated variant (pyarrow layout, PLAIN, the
+# dictionary->PLAIN fallback, several pages, several row groups, V2 pages, ZSTD, GZIP, uncompressed) x
+# (v2.1, v3.0) x (SO-101, LIBERO with PNG structs), float32 and float64 timestamps, every parquet file of the
+# tree (data, v3 episodes and tasks) is dumped by `mact dataset dump` and by hyparquet and compared value by
+# value, exactly (tests/dataset/compare_dump.mjs). Seed printed; SEED=... replays.
+set -u
+cd "$(dirname "$0")/.."
+MACT=${MACT_BIN:-build/mact}
+T=$(mktemp -d "${MACT_TMP:-/tmp}/hyparquet.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+SEED=${SEED:-$(( (RANDOM << 15) | RANDOM ))}
+echo "INFO seed $SEED (replay with SEED=$SEED)"
+if ! scripts/setup_dataset.sh >"$T/setup.log" 2>&1; then
+    echo "FAIL hyparquet_setup: scripts/setup_dataset.sh failed:"; tail -5 "$T/setup.log" | sed 's/^/    /'; exit 1
+fi
+total_files=0; total_values=0
+for variant in pyarrow plain fallback multipage rowgroups v2pages zstd gzip uncompressed; do
+    for version in v2.1 v3.0; do
+        for robot in so101 libero; do
+            name="hyparquet_${variant}_${version}_${robot}"
+            d="$T/$name"; ts=; [ "$robot" = libero ] && ts=--ts-f64
+            if ! $MACT synth-dataset "$d" --version $version --robot $robot --variant $variant --episodes 4 --len 40:90 \
+                    --seed $((SEED + total_files)) $ts >"$T/gen.log" 2>&1; then
+                echo "FAIL $name: synth-dataset failed"; sed 's/^/    /' "$T/gen.log"; continue
+            fi
+            ok=1; nf=0; nv=0; enc=
+            while IFS= read -r f; do
+                if ! $MACT dataset dump "$f" >"$T/m.json" 2>"$T/m.err"; then ok=0; echo "FAIL $name: mact dataset dump $f: $(cat "$T/m.err")"; break; fi
+                if ! node tests/dataset/hyparquet_dump.mjs "$f" >"$T/h.json" 2>"$T/h.err"; then ok=0; echo "FAIL $name: hyparquet could not read $f:"; tail -3 "$T/h.err"; break; fi
+                if ! node tests/dataset/compare_dump.mjs "$T/m.json" "$T/h.json" >"$T/c.log" 2>&1; then ok=0; echo "FAIL $name: ${f#$d/} differs:"; sed 's/^/    /' "$T/c.log"; break; fi
+                nf=$((nf + 1)); nv=$((nv + $(sed -n 's/.* values=\([0-9]*\).*/\1/p' "$T/c.log")))
+                case "$f" in */data/*) enc=$(sed -n 's/.*\(codecs=[^ ]*\) \(encodings=[^ ]*\).*/\1 \2/p' "$T/c.log") ;; esac
+            done < <(find "$d" -name '*.parquet' | sort)
+            [ "$ok" = 1 ] && echo "PASS $name ($nf files, $nv values equal; data: $enc)"
+            total_files=$((total_files + nf)); total_values=$((total_values + nv))
+        done
+    done
+done
+echo "INFO $total_files parquet files, $total_values values compared with hyparquet"

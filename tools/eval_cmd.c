@@ -1,0 +1,545 @@
+/* `mact eval` (open-loop evaluation on a LeRobot dataset whose cameras are images in the parquet) and
+ * `mact eval merge`. docs/datasets.md describes the metrics:
+ *   for every frame t with t + H <= length (chunks that would run past the episode end are not evaluated),
+ *   the policy's chunk pred[0..H-1] against gt = action[t..t+H-1]; frames whose gt chunk barely moves
+ *   (max over k, j of |gt[k,j] - gt[0,j]| <= --static-threshold, raw units, default 0) are excluded;
+ *   the hold-still baseline repeats state[t][:D] for absolute control modes and is zero for delta modes
+ *   (the tag's control_mode contains "delta"). Per episode, sums of |error| per chunk step (raw and
+ *   normalised units: 2(x - q01)/(q99 - q01) - 1 on the mask's dims, no clipping, raw elsewhere) are written
+ *   to OUT/episodes/ep_NNNNNN.json atomically (temp + rename); a rerun skips episodes already there; the
+ *   result is computed from those files in episode order, so `eval merge` of shards equals the unsharded run
+ *   bit for bit. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cairo/cairo.h>
+#include <cjson/cJSON.h>
+#include "mact.h"
+#include "base/file.h"
+#include "io/image.h"
+#include "io/lerobot.h"
+#include "io/normstats.h"
+
+int cmd_eval(int argc, char **argv);
+
+#define MAXH 256
+
+typedef struct {
+    int64_t ep;
+    int H, D;
+    double frames, excluded, outside, gt_values, grip_values;
+    double m_raw[MAXH], h_raw[MAXH], m_norm[MAXH], h_norm[MAXH];
+    double m_grip, h_grip;
+} ep_sums;
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: mact eval --dataset DIR --out DIR [--model DIR | --norm-stats FILE] [--norm-tag T]\n"
+            "       [--policy model|hold|replay] [--episodes A:B|I,J,...] [--horizon H] [--first-k 5,10,30]\n"
+            "       [--static-threshold X] [--seed S] [--steps N] [--camera KEY ...] [--action-key K] [--state-key K]\n"
+            "       [--so101-transform]   (dataset in the new SO-101 calibration, checkpoint in the old one)\n"
+            "       [--shard I/N]   (else $JOB_COMPLETION_INDEX/$JOB_COMPLETION_COUNT or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)\n"
+            "       mact eval merge --out DIR SHARD_DIR ...\n");
+    return 2;
+}
+
+static char *slurp(const char *p)
+{
+    char *b = NULL, err[512];
+    size_t n;
+    if (mact_file_read_text(p, (size_t)1 << 28, &b, &n, err, sizeof err)) return NULL;
+    return b;
+}
+
+/* temp name next to path, then rename (base/file.h): a killed task leaves no partial file */
+static int write_atomic(const char *path, const char *text)
+{
+    char err[1024];
+    if (mact_file_write_atomic(path, text, strlen(text), err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", err); return -1; }
+    return 0;
+}
+
+static void put_arr(char **p, size_t *left, const char *key, const double *v, int n)
+{
+    int w = snprintf(*p, *left, ",\"%s\":[", key);
+    *p += w; *left -= (size_t)w;
+    for (int i = 0; i < n; i++) { w = snprintf(*p, *left, "%s%.17g", i ? "," : "", v[i]); *p += w; *left -= (size_t)w; }
+    w = snprintf(*p, *left, "]");
+    *p += w; *left -= (size_t)w;
+}
+
+static char *ep_json(const ep_sums *s)
+{
+    size_t cap = 4096 + (size_t)s->H * 4 * 32;
+    char *b = malloc(cap), *p = b;
+    size_t left = cap;
+    int w = snprintf(p, left, "{\"episode_index\":%lld,\"horizon\":%d,\"action_dim\":%d,\"frames\":%.17g,\"excluded\":%.17g,"
+                     "\"outside\":%.17g,\"gt_values\":%.17g,\"grip_values\":%.17g,\"model_grip\":%.17g,\"hold_grip\":%.17g",
+                     (long long)s->ep, s->H, s->D, s->frames, s->excluded, s->outside, s->gt_values, s->grip_values, s->m_grip, s->h_grip);
+    p += w; left -= (size_t)w;
+    put_arr(&p, &left, "model_raw", s->m_raw, s->H);
+    put_arr(&p, &left, "hold_raw", s->h_raw, s->H);
+    put_arr(&p, &left, "model_norm", s->m_norm, s->H);
+    put_arr(&p, &left, "hold_norm", s->h_norm, s->H);
+    snprintf(p, left, "}\n");
+    return b;
+}
+
+static int get_arr(const cJSON *o, const char *k, double *v, int n)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n) return -1;
+    for (int i = 0; i < n; i++) v[i] = cJSON_GetArrayItem(a, i)->valuedouble;
+    return 0;
+}
+
+static int ep_parse(const char *text, ep_sums *s)
+{
+    memset(s, 0, sizeof *s);
+    cJSON *j = cJSON_Parse(text);
+    if (!cJSON_IsObject(j)) { cJSON_Delete(j); return -1; }
+#define NUM(k) (cJSON_GetObjectItemCaseSensitive(j, k) ? cJSON_GetObjectItemCaseSensitive(j, k)->valuedouble : NAN)
+    s->ep = (int64_t)NUM("episode_index"); s->H = (int)NUM("horizon"); s->D = (int)NUM("action_dim");
+    s->frames = NUM("frames"); s->excluded = NUM("excluded"); s->outside = NUM("outside"); s->gt_values = NUM("gt_values");
+    s->grip_values = NUM("grip_values"); s->m_grip = NUM("model_grip"); s->h_grip = NUM("hold_grip");
+#undef NUM
+    int rc = s->H < 1 || s->H > MAXH || s->D < 1 || get_arr(j, "model_raw", s->m_raw, s->H) || get_arr(j, "hold_raw", s->h_raw, s->H) ||
+             get_arr(j, "model_norm", s->m_norm, s->H) || get_arr(j, "hold_norm", s->h_norm, s->H) ? -1 : 0;
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int cmp_ep(const void *a, const void *b) { int64_t x = ((const ep_sums *)a)->ep, y = ((const ep_sums *)b)->ep; return x < y ? -1 : x > y; }
+
+/* Reads every DIR/episodes/ep_*.json of the given dirs (first occurrence of an episode wins), sorted. */
+static int load_eps(char **dirs, int nd, ep_sums **out, int *n)
+{
+    int cap = 0;
+    *out = NULL; *n = 0;
+    for (int k = 0; k < nd; k++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/episodes", dirs[k]);
+        DIR *dd = opendir(p);
+        if (!dd) { fprintf(stderr, "mact eval: %s: %s\n", p, strerror(errno)); return -1; }
+        struct dirent *de;
+        while ((de = readdir(dd))) {
+            size_t L = strlen(de->d_name);
+            if (strncmp(de->d_name, "ep_", 3) || L < 8 || strcmp(de->d_name + L - 5, ".json")) continue;
+            char fp[8192];
+            snprintf(fp, sizeof fp, "%s/%s", p, de->d_name);
+            char *t = slurp(fp);
+            ep_sums s;
+            if (!t || ep_parse(t, &s)) { fprintf(stderr, "mact eval: %s: not an episode result\n", fp); free(t); closedir(dd); return -1; }
+            free(t);
+            int dup = 0;
+            for (int i = 0; i < *n; i++) dup |= (*out)[i].ep == s.ep;
+            if (dup) continue;
+            if (*n == cap) { cap = cap ? cap * 2 : 64; *out = realloc(*out, (size_t)cap * sizeof **out); }
+            (*out)[(*n)++] = s;
+        }
+        closedir(dd);
+    }
+    if (*n) qsort(*out, (size_t)*n, sizeof **out, cmp_ep);
+    return 0;
+}
+
+/* OUT/mae_per_step.png: MAE per chunk step, the policy against hold-still, raw units (cairo) */
+static int plot(const char *path, const double *m, const double *h, int H, double per, const char *policy)
+{
+    const int W = 720, Hh = 420, l = 70, r = 20, t = 40, b = 50;
+    cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, Hh);
+    cairo_t *c = cairo_create(sf);
+    cairo_set_source_rgb(c, 1, 1, 1);
+    cairo_paint(c);
+    double ymax = 0;
+    for (int k = 0; k < H; k++) ymax = fmax(ymax, fmax(m[k], h[k]) / per);
+    if (!(ymax > 0)) ymax = 1;
+    ymax *= 1.1;
+    double pw = W - l - r, ph = Hh - t - b;
+#define X(k) (l + (H > 1 ? (double)(k) / (H - 1) : 0.5) * pw)
+#define Y(v) (t + ph - (v) / ymax * ph)
+    cairo_set_source_rgb(c, 0, 0, 0);
+    cairo_set_line_width(c, 1);
+    cairo_rectangle(c, l, t, pw, ph);
+    cairo_stroke(c);
+    cairo_select_font_face(c, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(c, 12);
+    char lab[64];
+    for (int i = 0; i <= 4; i++) {
+        double v = ymax * i / 4;
+        snprintf(lab, sizeof lab, "%.3g", v);
+        cairo_move_to(c, 8, Y(v) + 4);
+        cairo_show_text(c, lab);
+        cairo_move_to(c, l - 4, Y(v)); cairo_line_to(c, l, Y(v)); cairo_stroke(c);
+    }
+    for (int i = 0; i < 5; i++) {
+        int k = H > 1 ? (int)lround((double)i * (H - 1) / 4) : 0;
+        snprintf(lab, sizeof lab, "%d", k);
+        cairo_move_to(c, X(k) - 4, t + ph + 16);
+        cairo_show_text(c, lab);
+    }
+    cairo_move_to(c, l + pw / 2 - 40, Hh - 12);
+    cairo_show_text(c, "chunk step");
+    cairo_set_font_size(c, 14);
+    snprintf(lab, sizeof lab, "MAE per chunk step (raw units): %s vs hold-still", policy);
+    cairo_move_to(c, l, 24);
+    cairo_show_text(c, lab);
+    for (int s = 0; s < 2; s++) {
+        const double *v = s ? h : m;
+        if (s) { cairo_set_source_rgb(c, 0.85, 0.2, 0.1); double dash[] = {6, 4}; cairo_set_dash(c, dash, 2, 0); }
+        else cairo_set_source_rgb(c, 0.1, 0.3, 0.85);
+        cairo_set_line_width(c, 2);
+        for (int k = 0; k < H; k++) { if (k) cairo_line_to(c, X(k), Y(v[k] / per)); else cairo_move_to(c, X(k), Y(v[k] / per)); }
+        cairo_stroke(c);
+        cairo_move_to(c, W - r - 170, t + 20 + 18 * s);
+        cairo_line_to(c, W - r - 140, t + 20 + 18 * s);
+        cairo_stroke(c);
+        cairo_set_dash(c, NULL, 0, 0);
+        cairo_set_source_rgb(c, 0, 0, 0);
+        cairo_set_font_size(c, 12);
+        cairo_move_to(c, W - r - 132, t + 24 + 18 * s);
+        cairo_show_text(c, s ? "hold-still" : policy);
+    }
+#undef X
+#undef Y
+    cairo_destroy(c);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d.png", path, (int)getpid());
+    int rc = cairo_surface_write_to_png(sf, tmp) == CAIRO_STATUS_SUCCESS && rename(tmp, path) == 0 ? 0 : -1;
+    if (rc) unlink(tmp);
+    cairo_surface_destroy(sf);
+    /* cairo's and fontconfig's caches, released so a leak checker sees only ours (as prune-analyze does) */
+    cairo_debug_reset_static_data();
+    void (*fc_fini)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "FcFini");
+    if (fc_fini) fc_fini();
+    return rc;
+}
+
+/* result.json + episodes.jsonl + mae_per_step.png + the table, from the per-episode sums in episode order */
+static int write_result(const char *out, ep_sums *e, int n, const int *first_k, int n_k, const char *policy)
+{
+    if (!n) { fprintf(stderr, "mact eval: no episode results in %s\n", out); return 1; }
+    int H = e[0].H, D = e[0].D;
+    ep_sums t = {.H = H, .D = D};
+    size_t jl_cap = 1 << 16, jl_n = 0;
+    char *jl = malloc(jl_cap);
+    jl[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].H != H || e[i].D != D) { fprintf(stderr, "mact eval: episode %lld has horizon/dim %d/%d, others %d/%d\n", (long long)e[i].ep, e[i].H, e[i].D, H, D); free(jl); return 1; }
+        t.frames += e[i].frames; t.excluded += e[i].excluded; t.outside += e[i].outside; t.gt_values += e[i].gt_values;
+        t.grip_values += e[i].grip_values; t.m_grip += e[i].m_grip; t.h_grip += e[i].h_grip;
+        for (int k = 0; k < H; k++) { t.m_raw[k] += e[i].m_raw[k]; t.h_raw[k] += e[i].h_raw[k]; t.m_norm[k] += e[i].m_norm[k]; t.h_norm[k] += e[i].h_norm[k]; }
+        char *line = ep_json(&e[i]);
+        size_t L = strlen(line);
+        if (jl_n + L + 1 > jl_cap) { while (jl_n + L + 1 > jl_cap) jl_cap *= 2; jl = realloc(jl, jl_cap); }
+        memcpy(jl + jl_n, line, L + 1);
+        jl_n += L;
+        free(line);
+    }
+    char p[4096];
+    snprintf(p, sizeof p, "%s/episodes.jsonl", out);
+    if (write_atomic(p, jl)) { fprintf(stderr, "mact eval: cannot write %s\n", p); free(jl); return 1; }
+    free(jl);
+    double per = t.frames * D;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "policy", policy);
+    cJSON_AddNumberToObject(r, "episodes", n);
+    cJSON_AddNumberToObject(r, "horizon", H);
+    cJSON_AddNumberToObject(r, "action_dim", D);
+    cJSON_AddNumberToObject(r, "frames_evaluated", t.frames);
+    cJSON_AddNumberToObject(r, "frames_excluded", t.excluded);
+    cJSON_AddNumberToObject(r, "gt_outside_q01_q99", t.gt_values > 0 ? t.outside / t.gt_values : 0);
+    printf("open-loop evaluation: %d episodes, %.0f frames evaluated, %.0f excluded (static), horizon %d, policy %s\n", n,
+           t.frames, t.excluded, H, policy);
+    printf("ground truth outside [q01, q99]: %.2f%%\n", t.gt_values > 0 ? 100.0 * t.outside / t.gt_values : 0.0);
+    for (int u = 0; u < 2; u++) {
+        const double *m = u ? t.m_norm : t.m_raw, *h = u ? t.h_norm : t.h_raw;
+        cJSON *o = u ? cJSON_CreateObject() : r;
+        double ms = 0, hs = 0;
+        for (int k = 0; k < H; k++) { ms += m[k]; hs += h[k]; }
+        double mae = per > 0 ? ms / (per * H) : 0, hmae = per > 0 ? hs / (per * H) : 0;
+        cJSON_AddNumberToObject(o, "mae", mae);
+        cJSON_AddNumberToObject(o, "hold_mae", hmae);
+        cJSON_AddNumberToObject(o, "ratio_to_hold", hmae > 0 ? mae / hmae : (mae == 0 ? 1 : INFINITY));
+        cJSON *ps = cJSON_CreateArray(), *hp = cJSON_CreateArray(), *fk = cJSON_CreateObject(), *hfk = cJSON_CreateObject();
+        for (int k = 0; k < H; k++) { cJSON_AddItemToArray(ps, cJSON_CreateNumber(per > 0 ? m[k] / per : 0)); cJSON_AddItemToArray(hp, cJSON_CreateNumber(per > 0 ? h[k] / per : 0)); }
+        cJSON_AddItemToObject(o, "mae_per_step", ps);
+        cJSON_AddItemToObject(o, "hold_mae_per_step", hp);
+        printf("%s units: MAE %.6g, hold-still %.6g, ratio %.4g; step 0 %.6g, step %d %.6g\n", u ? "normalised" : "raw", mae, hmae,
+               hmae > 0 ? mae / hmae : 1.0, per > 0 ? m[0] / per : 0, H - 1, per > 0 ? m[H - 1] / per : 0);
+        for (int q = 0; q < n_k; q++) {
+            if (first_k[q] > H) continue;  /* beyond the chunk */
+            int K = first_k[q];
+            double a = 0, b = 0;
+            for (int k = 0; k < K; k++) { a += m[k]; b += h[k]; }
+            char key[16];
+            snprintf(key, sizeof key, "%d", first_k[q]);
+            cJSON_AddNumberToObject(fk, key, per > 0 ? a / (per * K) : 0);
+            cJSON_AddNumberToObject(hfk, key, per > 0 ? b / (per * K) : 0);
+            printf("    first %-3d steps: MAE %.6g, hold-still %.6g\n", first_k[q], per > 0 ? a / (per * K) : 0, per > 0 ? b / (per * K) : 0);
+        }
+        cJSON_AddItemToObject(o, "first_k", fk);
+        cJSON_AddItemToObject(o, "hold_first_k", hfk);
+        if (u) cJSON_AddItemToObject(r, "normalized", o);
+    }
+    cJSON_AddNumberToObject(r, "gripper_mae", t.grip_values > 0 ? t.m_grip / t.grip_values : 0);
+    cJSON_AddNumberToObject(r, "gripper_hold_mae", t.grip_values > 0 ? t.h_grip / t.grip_values : 0);
+    char *txt = cJSON_Print(r);
+    cJSON_Delete(r);
+    snprintf(p, sizeof p, "%s/result.json", out);
+    size_t L = strlen(txt);
+    txt = realloc(txt, L + 2);
+    txt[L] = '\n'; txt[L + 1] = 0;
+    int rc = write_atomic(p, txt);
+    free(txt);
+    if (rc) { fprintf(stderr, "mact eval: cannot write %s\n", p); return 1; }
+    snprintf(p, sizeof p, "%s/mae_per_step.png", out);
+    if (per > 0 && plot(p, t.m_raw, t.h_raw, H, per, policy)) { fprintf(stderr, "mact eval: cannot write %s\n", p); return 1; }
+    return 0;
+}
+
+static int parse_list(const char *s, int *v, int max)
+{
+    int n = 0;
+    for (const char *p = s; *p && n < max;) {
+        char *e;
+        long x = strtol(p, &e, 10);
+        if (e == p || x < 1 || x > MAXH) return -1;
+        v[n++] = (int)x;
+        p = *e == ',' ? e + 1 : e;
+        if (*e && *e != ',') return -1;
+    }
+    return n;
+}
+
+static int merge(int argc, char **argv)
+{
+    const char *out = NULL;
+    char *dirs[256];
+    int nd = 0, fk[16] = {5, 10, 30}, nk = 3;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--first-k") && i + 1 < argc) { if ((nk = parse_list(argv[++i], fk, 16)) < 1) return usage(); }
+        else if (argv[i][0] != '-' && nd < 256) dirs[nd++] = argv[i];
+        else return usage();
+    }
+    if (!out || !nd) return usage();
+    char p[4096];
+    snprintf(p, sizeof p, "%s/episodes", out);
+    if ((mkdir(out, 0777) && errno != EEXIST) || (mkdir(p, 0777) && errno != EEXIST)) { fprintf(stderr, "mact eval merge: cannot create %s\n", p); return 1; }
+    ep_sums *e;
+    int n;
+    if (load_eps(dirs, nd, &e, &n)) return 1;
+    for (int i = 0; i < n; i++) {  /* the merged dir holds every episode too, so it can be merged again */
+        char fp[4200];
+        snprintf(fp, sizeof fp, "%s/ep_%06lld.json", p, (long long)e[i].ep);
+        char *t = ep_json(&e[i]);
+        int bad = write_atomic(fp, t);
+        free(t);
+        if (bad) { fprintf(stderr, "mact eval merge: cannot write %s\n", fp); free(e); return 1; }
+    }
+    char pol[64] = "merged";
+    snprintf(p, sizeof p, "%s/result.json", dirs[0]);
+    char *t = slurp(p);
+    cJSON *j = t ? cJSON_Parse(t) : NULL;
+    const char *ps = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "policy"));
+    if (ps) snprintf(pol, sizeof pol, "%s", ps);
+    cJSON_Delete(j);
+    free(t);
+    int rc = write_result(out, e, n, fk, nk, pol);
+    free(e);
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    if (argc >= 1 && !strcmp(argv[0], "merge")) return merge(argc - 1, argv + 1);
+    const char *dsdir = NULL, *out = NULL, *model = NULL, *nsfile = NULL, *tag = NULL, *policy = "model", *eps = NULL;
+    const char *akey = "action", *skey = "observation.state", *cams[8];
+    int ncam = 0, H = 0, fk[16] = {5, 10, 30}, nk = 3, steps = 0, shard = 0, nshard = 1, have_shard = 0;
+    double thr = 0;
+    int so101_tf = 0;  /* the dataset is in the new SO-101 calibration, the checkpoint in the old one */
+    uint64_t seed = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--dataset") && more) dsdir = argv[++i];
+        else if (!strcmp(a, "--out") && more) out = argv[++i];
+        else if (!strcmp(a, "--model") && more) model = argv[++i];
+        else if (!strcmp(a, "--norm-stats") && more) nsfile = argv[++i];
+        else if (!strcmp(a, "--norm-tag") && more) tag = argv[++i];
+        else if (!strcmp(a, "--policy") && more) policy = argv[++i];
+        else if (!strcmp(a, "--episodes") && more) eps = argv[++i];
+        else if (!strcmp(a, "--horizon") && more) H = atoi(argv[++i]);
+        else if (!strcmp(a, "--first-k") && more) { if ((nk = parse_list(argv[++i], fk, 16)) < 1) return usage(); }
+        else if (!strcmp(a, "--static-threshold") && more) thr = atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(a, "--steps") && more) steps = atoi(argv[++i]);
+        else if (!strcmp(a, "--camera") && more && ncam < 8) cams[ncam++] = argv[++i];
+        else if (!strcmp(a, "--action-key") && more) akey = argv[++i];
+        else if (!strcmp(a, "--state-key") && more) skey = argv[++i];
+        else if (!strcmp(a, "--so101-transform")) so101_tf = 1;
+        else if (!strcmp(a, "--shard") && more) { if (sscanf(argv[++i], "%d/%d", &shard, &nshard) != 2) return usage(); have_shard = 1; }
+        else return usage();
+    }
+    int pm = !strcmp(policy, "model") ? 0 : !strcmp(policy, "hold") ? 1 : !strcmp(policy, "replay") ? 2 : -1;
+    if (!dsdir || !out || pm < 0 || (pm == 0 && !model) || (!model && !nsfile)) return usage();
+    if (!have_shard) {
+        const char *ix = getenv("JOB_COMPLETION_INDEX"), *cn = getenv("JOB_COMPLETION_COUNT");
+        if (!ix) { ix = getenv("SLURM_ARRAY_TASK_ID"); cn = getenv("SLURM_ARRAY_TASK_COUNT"); }
+        if (ix && cn) { shard = atoi(ix); nshard = atoi(cn); }
+    }
+    if (nshard < 1 || shard < 0 || shard >= nshard) { fprintf(stderr, "mact eval: shard %d/%d out of range\n", shard, nshard); return 2; }
+    /* norm stats: the model's or the given file */
+    char p[4096];
+    if (model) snprintf(p, sizeof p, "%s/norm_stats.json", model); else snprintf(p, sizeof p, "%s", nsfile);
+    char *nstxt = slurp(p);
+    static mact_norm_stats ns;
+    char err[2048];
+    if (!nstxt || mact_norm_stats_parse(nstxt, &ns, err, sizeof err)) { fprintf(stderr, "mact eval: %s: %s\n", p, nstxt ? err : "cannot read"); free(nstxt); return 1; }
+    free(nstxt);
+    const mact_norm_tag *tg = mact_norm_find_tag(&ns, tag, err, sizeof err);
+    if (!tg) { fprintf(stderr, "mact eval: %s\n", err); return 1; }
+    /* the action stats' q01/q99 for normalised units (read again: the parsed table keeps the mode's pair) */
+    if (!H) H = tg->action_horizon > 0 ? tg->action_horizon : 10;
+    if (H < 1 || H > MAXH) { fprintf(stderr, "mact eval: horizon %d out of range\n", H); return 2; }
+    int delta = strstr(tg->control_mode, "delta") != NULL;
+    mact_ld *d;
+    if (mact_ld_open(dsdir, &d, err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", err); return 1; }
+    const mact_ld_feature *fa = mact_ld_find_feature(d, akey);
+    int D = fa && fa->ndim == 1 ? fa->shape[0] : 0;
+    if (!D || D != tg->action.dim) { fprintf(stderr, "mact eval: dataset '%s' has %d dims, the tag's action stats %d\n", akey, D, tg->action.dim); mact_ld_close(d); return 1; }
+    if (!ncam)
+        for (int i = 0; i < mact_ld_num_features(d) && ncam < 8; i++)
+            if (!strcmp(mact_ld_feature_at(d, i)->dtype, "image")) cams[ncam++] = mact_ld_feature_at(d, i)->key;
+    int grip = -1;
+    for (int j = 0; j < fa->n_names && j < D; j++) if (strstr(fa->names[j], "gripper")) grip = j;
+    /* the episodes of this shard */
+    int NE = mact_ld_num_episodes(d), *sel = calloc((size_t)NE + 1, sizeof *sel), ns_sel = 0;
+    for (int i = 0; i < NE; i++) {
+        int64_t ix = mact_ld_episode_at(d, i)->index;
+        int want = 1;
+        if (eps) {
+            long a0, b0;
+            if (strchr(eps, ':') && sscanf(eps, "%ld:%ld", &a0, &b0) == 2) want = ix >= a0 && ix < b0;
+            else { want = 0; char *q = (char *)eps; while (*q) { long v = strtol(q, &q, 10); if (v == ix) want = 1; if (*q == ',') q++; else break; } }
+        }
+        if (want) sel[ns_sel++] = i;
+    }
+    snprintf(p, sizeof p, "%s/episodes", out);
+    if ((mkdir(out, 0777) && errno != EEXIST) || (mkdir(p, 0777) && errno != EEXIST)) { fprintf(stderr, "mact eval: cannot create %s\n", p); free(sel); mact_ld_close(d); return 1; }
+    mact_model *m = NULL;
+    mact_session *s = NULL;
+    if (pm == 0 && (mact_model_load(model, NULL, &m, err, sizeof err) || mact_session_new(m, NULL, &s, err, sizeof err))) {
+        fprintf(stderr, "mact eval: %s\n", err); free(sel); mact_model_free(m); mact_ld_close(d); return 1;
+    }
+    float *pred = malloc(sizeof(float) * 256 * 64);
+    double *gtn = malloc(sizeof(double) * MAXH * 64);
+    int rc = 0, done = 0;
+    struct timespec ts0, ts1;
+    clock_gettime(CLOCK_MONOTONIC, &ts0);
+    double frames_run = 0;
+    for (int q = 0; q < ns_sel && !rc; q++) {
+        if (q % nshard != shard) continue;
+        const mact_ld_episode *e = mact_ld_episode_at(d, sel[q]);
+        char fp[4200];
+        snprintf(fp, sizeof fp, "%s/ep_%06lld.json", p, (long long)e->index);
+        if (access(fp, F_OK) == 0) { done++; continue; }  /* finished by an earlier run */
+        double *act = NULL, *st = NULL;
+        int64_t n, n2;
+        int da, dsd;
+        uint8_t *ib[8] = {0};
+        int64_t *io[8] = {0}, nr;
+        if (mact_ld_read(d, sel[q], akey, &act, &n, &da, err, sizeof err) || mact_ld_read(d, sel[q], skey, &st, &n2, &dsd, err, sizeof err)) {
+            fprintf(stderr, "mact eval: %s\n", err); free(act); rc = 1; break;
+        }
+        for (int c = 0; pm == 0 && c < ncam && !rc; c++)
+            if (mact_ld_read_images(d, sel[q], cams[c], &ib[c], &io[c], &nr, err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", err); rc = 1; }
+        ep_sums S = {.ep = e->index, .H = H, .D = D};
+        for (int64_t t = 0; !rc && t + H <= n; t++) {
+            const double *gt = act + t * D;
+            double mv = 0;
+            for (int k = 0; k < H; k++) for (int j = 0; j < D; j++) mv = fmax(mv, fabs(gt[k * D + j] - gt[j]));
+            if (mv <= thr) { S.excluded++; continue; }
+            if (pm == 0) {
+                mact_image im[8] = {{0}};
+                mact_frame fr[8];
+                for (int c = 0; c < ncam && !rc; c++) {
+                    if (mact_image_load_memory(ib[c] + io[c][t], (size_t)(io[c][t + 1] - io[c][t]), &im[c], err, sizeof err)) {
+                        fprintf(stderr, "mact eval: %s: episode %lld frame %lld camera %s: %s\n", dsdir, (long long)e->index, (long long)t, cams[c], err);
+                        rc = 1;
+                    }
+                    fr[c] = (mact_frame){im[c].data, (int)im[c].height, (int)im[c].width};
+                }
+                float sv[64];
+                static const double sg[6] = {1, -1, 1, 1, 1, 1}, of[6] = {0, 90, 90, 0, 0, 0};
+                for (int j = 0; j < dsd && j < 64; j++)
+                    sv[j] = (float)(so101_tf && j < 6 ? sg[j] * st[t * dsd + j] + of[j] : st[t * dsd + j]);
+                mact_predict_input in = {.frames = fr, .n_frames = (size_t)ncam, .task = e->task, .state = sv, .state_dim = (size_t)dsd,
+                                         .options = {.norm_tag = tag, .num_steps = steps, .n_action_steps = H, .seed = seed + (uint64_t)t}};
+                mact_predict_output o = {.actions = pred, .actions_cap = 256 * 64};
+                if (!rc && mact_predict(s, &in, &o)) { fprintf(stderr, "mact eval: episode %lld frame %lld: %s\n", (long long)e->index, (long long)t, mact_session_error(s)); rc = 1; }
+                if (!rc && ((int)o.n_steps != H || (int)o.action_dim != D)) { fprintf(stderr, "mact eval: the model returned %zux%zu actions, want %dx%d\n", o.n_steps, o.action_dim, H, D); rc = 1; }
+                for (int c = 0; c < ncam; c++) mact_image_free(&im[c]);
+                if (rc) break;
+                if (so101_tf)  /* back to the dataset's calibration: arm = signs * (model - offsets) */
+                    for (int k = 0; k < H; k++)
+                        for (int j = 0; j < D && j < 6; j++) pred[k * D + j] = (float)(sg[j] * (pred[k * D + j] - of[j]));
+            }
+            S.frames++;
+            frames_run++;
+            for (int k = 0; k < H; k++)
+                for (int j = 0; j < D; j++) {
+                    double g = gt[k * D + j];
+                    double hv = delta ? 0 : (j < dsd ? st[t * dsd + j] : 0);
+                    double pv = pm == 0 ? pred[k * D + j] : pm == 1 ? hv : g;
+                    const mact_feature_stats *fs = &tg->action;
+                    double sc = fmax(fs->hi[j] - fs->lo[j], 1e-6);
+                    double gn = fs->mask[j] ? 2 * (g - fs->lo[j]) / sc - 1 : g;
+                    double pn = fs->mask[j] ? 2 * (pv - fs->lo[j]) / sc - 1 : pv;
+                    double hn = fs->mask[j] ? 2 * (hv - fs->lo[j]) / sc - 1 : hv;
+                    S.m_raw[k] += fabs(pv - g); S.h_raw[k] += fabs(hv - g);
+                    S.m_norm[k] += fabs(pn - gn); S.h_norm[k] += fabs(hn - gn);
+                    S.gt_values++;
+                    S.outside += g < fs->lo[j] || g > fs->hi[j];
+                    if (j == grip) { S.m_grip += fabs(pv - g); S.h_grip += fabs(hv - g); S.grip_values++; }
+                }
+        }
+        (void)gtn;
+        free(act); free(st);
+        for (int c = 0; c < 8; c++) { free(ib[c]); free(io[c]); }
+        if (rc) break;
+        char *txt = ep_json(&S);
+        if (write_atomic(fp, txt)) { fprintf(stderr, "mact eval: cannot write %s\n", fp); rc = 1; }
+        free(txt);
+        done++;
+        clock_gettime(CLOCK_MONOTONIC, &ts1);
+        double el = (double)(ts1.tv_sec - ts0.tv_sec) + 1e-9 * (double)(ts1.tv_nsec - ts0.tv_nsec);
+        int left = 0;
+        for (int r = q + 1; r < ns_sel; r++) left += r % nshard == shard;
+        double fps = el > 0 ? frames_run / el : 0, per_ep = done ? el / done : 0;
+        fprintf(stderr, "\rmact eval: shard %d/%d: %d episodes done, %d left, %.0f frames, %.1f frames/s, ETA %.0f s   ", shard, nshard,
+                done, left, frames_run, fps, per_ep * left);
+    }
+    fprintf(stderr, "\n");
+    free(pred); free(gtn); free(sel);
+    mact_session_free(s);
+    mact_model_free(m);
+    mact_ld_close(d);
+    if (rc) return 1;
+    ep_sums *all;
+    int n_all;
+    char *dl[1] = {(char *)out};
+    if (load_eps(dl, 1, &all, &n_all)) return 1;
+    rc = write_result(out, all, n_all, fk, nk, policy);
+    free(all);
+    return rc;
+}

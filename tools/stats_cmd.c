@@ -1,0 +1,329 @@
+/* `mact stats --dataset DIR [--dataset DIR ...] --tag TAG [--action-key K] [--state-key K]
+ *  [--method lerobot|exact] [--horizon H] [--control-mode M] [--setup-type S] [--normalize-gripper 0|1] --out FILE`:
+ * MolmoAct2's molmoact2_norm_stats.v1 statistics of the action and state features (docs/datasets.md,
+ * docs/spec/datasets.md 2.3). lerobot: per-episode 5000-bin histograms over linspace(min-1e-10, max+1e-10,
+ * 5001) with linear interpolation inside the bin, then count-weighted means of the per-episode quantiles
+ * across every episode of every dataset; exact: all values sorted, linear interpolation at q*(n-1). min/max
+ * global, mean count-weighted, std pooled (population). FILE is created, or one tag of it is replaced in
+ * place (written to a temporary name next to it, then renamed), keeping the other tags and the top-level keys. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "base/file.h"
+#include "io/lerobot.h"
+
+int cmd_stats(int argc, char **argv);
+
+#define NQ 5
+#define NBINS 5000
+static const double QS[NQ] = {0.01, 0.10, 0.50, 0.90, 0.99};
+static const char *QN[NQ] = {"q01", "q10", "q50", "q90", "q99"};
+
+typedef struct {
+    int dim;
+    double n;
+    double *min, *max, *sum_mean, *sum_m2, *qsum;  /* count-weighted accumulators */
+    double **all; int64_t n_all, cap_all;           /* exact */
+    double *ep_mean, *ep_var, *ep_n;                /* per-episode moments, kept for the pooled variance */
+    int64_t n_ep, cap_ep;
+    char names[64][64];
+    int n_names;
+} acc;
+
+static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
+
+/* LeRobot's RunningQuantileStats._compute_single_quantile over one episode's column */
+static void hist_quantiles(const double *x, int64_t n, int stride, double mn, double mx, double *q)
+{
+    static int64_t hist[NBINS];
+    double start = mn - 1e-10, stop = mx + 1e-10, step = (stop - start) / NBINS;
+    static double edges[NBINS + 1];
+    for (int i = 0; i <= NBINS; i++) edges[i] = i * step + start;
+    edges[NBINS] = stop;
+    memset(hist, 0, sizeof hist);
+    double norm = NBINS / (stop - start);
+    for (int64_t r = 0; r < n; r++) {
+        double v = x[r * stride];
+        int64_t k = (int64_t)((v - start) * norm);
+        if (k >= NBINS) k = NBINS - 1;
+        if (k < 0) k = 0;
+        if (v < edges[k]) k--;
+        else if (v >= edges[k + 1] && k != NBINS - 1) k++;
+        if (k >= 0 && k < NBINS) hist[k]++;
+    }
+    for (int j = 0; j < NQ; j++) {
+        double target = QS[j] * (double)n;
+        int64_t cum = 0, before = 0;
+        int idx = 0;
+        for (idx = 0; idx < NBINS; idx++) { before = cum; cum += hist[idx]; if ((double)cum >= target) break; }
+        if (idx == 0) { q[j] = edges[0]; continue; }
+        if (idx >= NBINS) { q[j] = edges[NBINS]; continue; }
+        int64_t in_bin = cum - before;
+        if (in_bin == 0) { q[j] = edges[idx]; continue; }
+        double frac = (target - (double)before) / (double)in_bin;
+        q[j] = edges[idx] + frac * (edges[idx + 1] - edges[idx]);
+    }
+}
+
+static int acc_init(acc *a, int dim)
+{
+    memset(a, 0, sizeof *a);
+    a->dim = dim;
+    a->min = malloc(dim * sizeof(double)); a->max = malloc(dim * sizeof(double));
+    a->sum_mean = calloc(dim, sizeof(double)); a->sum_m2 = calloc(dim, sizeof(double)); a->qsum = calloc((size_t)dim * NQ, sizeof(double));
+    a->all = calloc(dim, sizeof(double *));
+    if (!a->min || !a->max || !a->sum_mean || !a->sum_m2 || !a->qsum || !a->all) return -1;
+    for (int j = 0; j < dim; j++) { a->min[j] = INFINITY; a->max[j] = -INFINITY; }
+    return 0;
+}
+
+static int acc_episode(acc *a, const double *x, int64_t n, int exact)
+{
+    if (n <= 0) return 0;
+    int D = a->dim;
+    if (a->n_ep == a->cap_ep) {
+        a->cap_ep = a->cap_ep ? a->cap_ep * 2 : 64;
+        a->ep_mean = realloc(a->ep_mean, (size_t)a->cap_ep * D * sizeof(double));
+        a->ep_var = realloc(a->ep_var, (size_t)a->cap_ep * D * sizeof(double));
+        a->ep_n = realloc(a->ep_n, (size_t)a->cap_ep * sizeof(double));
+        if (!a->ep_mean || !a->ep_var || !a->ep_n) return -1;
+    }
+    if (exact && a->n_all + n > a->cap_all) {
+        int64_t c = a->cap_all ? a->cap_all : 1024;
+        while (c < a->n_all + n) c *= 2;
+        for (int j = 0; j < D; j++) { a->all[j] = realloc(a->all[j], (size_t)c * sizeof(double)); if (!a->all[j]) return -1; }
+        a->cap_all = c;
+    }
+    for (int j = 0; j < D; j++) {
+        double mn = INFINITY, mx = -INFINITY, s = 0;
+        for (int64_t r = 0; r < n; r++) { double v = x[r * D + j]; s += v; if (v < mn) mn = v; if (v > mx) mx = v; }
+        double m = s / n, ss = 0;
+        for (int64_t r = 0; r < n; r++) { double dv = x[r * D + j] - m; ss += dv * dv; }
+        a->ep_mean[a->n_ep * D + j] = m;
+        a->ep_var[a->n_ep * D + j] = ss / n;
+        if (mn < a->min[j]) a->min[j] = mn;
+        if (mx > a->max[j]) a->max[j] = mx;
+        double q[NQ];
+        if (n < 2) for (int k = 0; k < NQ; k++) q[k] = m;
+        else hist_quantiles(x + j, n, D, mn, mx, q);
+        for (int k = 0; k < NQ; k++) a->qsum[j * NQ + k] += q[k] * n;
+        if (exact) for (int64_t r = 0; r < n; r++) a->all[j][a->n_all + r] = x[r * D + j];
+    }
+    a->ep_n[a->n_ep++] = (double)n;
+    if (exact) a->n_all += n;
+    a->n += (double)n;
+    return 0;
+}
+
+static cJSON *darr(const double *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return a;
+}
+
+static cJSON *acc_json(acc *a, int exact, int normalize_gripper)
+{
+    int D = a->dim;
+    double *mean = calloc(D, sizeof(double)), *std = calloc(D, sizeof(double)), *q = calloc((size_t)D * NQ, sizeof(double)), *col = malloc(D * sizeof(double));
+    for (int j = 0; j < D; j++) {
+        double sm = 0;
+        for (int64_t e = 0; e < a->n_ep; e++) sm += a->ep_n[e] * a->ep_mean[e * D + j];
+        mean[j] = sm / a->n;
+        double v = 0;
+        for (int64_t e = 0; e < a->n_ep; e++) { double dm = a->ep_mean[e * D + j] - mean[j]; v += a->ep_n[e] * (a->ep_var[e * D + j] + dm * dm); }
+        std[j] = sqrt(v / a->n);
+        if (exact) {
+            qsort(a->all[j], (size_t)a->n_all, sizeof(double), cmp_d);
+            for (int k = 0; k < NQ; k++) {
+                double pos = QS[k] * (double)(a->n_all - 1);
+                int64_t lo = (int64_t)floor(pos), hi = lo + 1 < a->n_all ? lo + 1 : lo;
+                double fr = pos - (double)lo;
+                q[k * D + j] = a->all[j][lo] + fr * (a->all[j][hi] - a->all[j][lo]);
+            }
+        } else
+            for (int k = 0; k < NQ; k++) q[k * D + j] = a->qsum[j * NQ + k] / a->n;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "min", darr(a->min, D));
+    cJSON_AddItemToObject(o, "max", darr(a->max, D));
+    cJSON_AddItemToObject(o, "mean", darr(mean, D));
+    cJSON_AddItemToObject(o, "std", darr(std, D));
+    for (int k = 0; k < NQ; k++) cJSON_AddItemToObject(o, QN[k], darr(q + k * D, D));
+    double cnt = a->n;
+    cJSON_AddItemToObject(o, "count", darr(&cnt, 1));
+    cJSON *names = cJSON_CreateArray(), *mask = cJSON_CreateArray();
+    for (int j = 0; j < D; j++) {
+        char nm[64];
+        if (j < a->n_names) snprintf(nm, sizeof nm, "%s", a->names[j]); else snprintf(nm, sizeof nm, "dim_%d", j);
+        cJSON_AddItemToArray(names, cJSON_CreateString(nm));
+        cJSON_AddItemToArray(mask, cJSON_CreateBool(normalize_gripper || !strstr(nm, "gripper")));
+    }
+    cJSON_AddItemToObject(o, "names", names);
+    cJSON_AddItemToObject(o, "mask", mask);
+    free(mean); free(std); free(q); free(col);
+    return o;
+}
+
+static void acc_free(acc *a)
+{
+    free(a->min); free(a->max); free(a->sum_mean); free(a->sum_m2); free(a->qsum);
+    for (int j = 0; a->all && j < a->dim; j++) free(a->all[j]);
+    free(a->all); free(a->ep_mean); free(a->ep_var); free(a->ep_n);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: mact stats --dataset DIR [--dataset DIR ...] --tag TAG [--action-key K] [--state-key K]\n"
+                    "       [--method lerobot|exact] [--horizon H] [--control-mode M] [--setup-type S]\n"
+                    "       [--normalize-gripper 0|1] [--lerobot-stats FILE] --out FILE\n"
+                    "  FILE: created, or TAG replaced in place; --lerobot-stats also writes LeRobot's meta/stats.json layout\n");
+    return 2;
+}
+
+static char *slurp(const char *p)
+{
+    char *b = NULL, err[512];
+    size_t n;
+    if (mact_file_read_text(p, (size_t)1 << 28, &b, &n, err, sizeof err)) { fprintf(stderr, "mact stats: %s\n", err); return NULL; }
+    return b;
+}
+
+int cmd_stats(int argc, char **argv)
+{
+    const char *ds[64], *tag = NULL, *out = NULL, *akey = "action", *skey = "observation.state", *method = "lerobot";
+    const char *control = NULL, *setup = NULL, *lrs = NULL;
+    int nds = 0, horizon = -1, ngrip = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--dataset") && more && nds < 64) ds[nds++] = argv[++i];
+        else if (!strcmp(a, "--tag") && more) tag = argv[++i];
+        else if (!strcmp(a, "--out") && more) out = argv[++i];
+        else if (!strcmp(a, "--action-key") && more) akey = argv[++i];
+        else if (!strcmp(a, "--state-key") && more) skey = argv[++i];
+        else if (!strcmp(a, "--method") && more) method = argv[++i];
+        else if (!strcmp(a, "--horizon") && more) horizon = atoi(argv[++i]);
+        else if (!strcmp(a, "--control-mode") && more) control = argv[++i];
+        else if (!strcmp(a, "--setup-type") && more) setup = argv[++i];
+        else if (!strcmp(a, "--normalize-gripper") && more) ngrip = atoi(argv[++i]) != 0;
+        else if (!strcmp(a, "--lerobot-stats") && more) lrs = argv[++i];
+        else return usage();
+    }
+    if (!nds || !tag || !out) return usage();
+    int exact = !strcmp(method, "exact");
+    if (!exact && strcmp(method, "lerobot")) { fprintf(stderr, "mact stats: --method must be lerobot or exact\n"); return 2; }
+    /* the existing file and tag, if any */
+    cJSON *root = NULL;
+    int exists = access(out, F_OK) == 0;
+    char *old = exists ? slurp(out) : NULL;
+    if (exists && !old) return 1;
+    if (old) {
+        root = cJSON_Parse(old);
+        free(old);
+        if (!cJSON_IsObject(root) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "metadata_by_tag"))) {
+            fprintf(stderr, "mact stats: %s exists but is not a norm_stats.json (no metadata_by_tag); not touching it\n", out);
+            cJSON_Delete(root);
+            return 1;
+        }
+    } else {
+        root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "format", "molmoact2_norm_stats.v1");
+        cJSON_AddStringToObject(root, "norm_mode", "q01_q99");
+        cJSON_AddItemToObject(root, "metadata_by_tag", cJSON_CreateObject());
+    }
+    cJSON *tags = cJSON_GetObjectItemCaseSensitive(root, "metadata_by_tag");
+    cJSON *prev = cJSON_GetObjectItemCaseSensitive(tags, tag);
+    if (ngrip < 0) { const cJSON *g = cJSON_GetObjectItemCaseSensitive(prev, "normalize_gripper"); ngrip = g ? cJSON_IsTrue(g) : 1; }
+    acc A, S;
+    int rc = 0, adim = 0, sdim = 0;
+    char err[2048];
+    cJSON *cams = cJSON_CreateArray();
+    memset(&A, 0, sizeof A); memset(&S, 0, sizeof S);
+    for (int k = 0; k < nds && !rc; k++) {
+        mact_ld *d;
+        if (mact_ld_open(ds[k], &d, err, sizeof err)) { fprintf(stderr, "mact stats: %s\n", err); rc = 1; break; }
+        const mact_ld_feature *fa = mact_ld_find_feature(d, akey), *fs = mact_ld_find_feature(d, skey);
+        if (!fa || !fs || fa->ndim != 1 || fs->ndim != 1) {
+            fprintf(stderr, "mact stats: %s: feature '%s' missing or not a vector\n", ds[k], !fa || fa->ndim != 1 ? akey : skey);
+            mact_ld_close(d); rc = 1; break;
+        }
+        if (k == 0) {
+            adim = fa->shape[0]; sdim = fs->shape[0];
+            if (acc_init(&A, adim) || acc_init(&S, sdim)) { fprintf(stderr, "mact stats: out of memory\n"); mact_ld_close(d); rc = 1; break; }
+            A.n_names = fa->n_names == adim ? adim : 0; S.n_names = fs->n_names == sdim ? sdim : 0;
+            for (int j = 0; j < A.n_names && j < 64; j++) snprintf(A.names[j], 64, "%s", fa->names[j]);
+            for (int j = 0; j < S.n_names && j < 64; j++) snprintf(S.names[j], 64, "%s", fs->names[j]);
+            for (int i = 0; i < mact_ld_num_features(d); i++) {
+                const mact_ld_feature *ft = mact_ld_feature_at(d, i);
+                if (!strcmp(ft->dtype, "video") || !strcmp(ft->dtype, "image")) cJSON_AddItemToArray(cams, cJSON_CreateString(ft->key));
+            }
+        } else if (fa->shape[0] != adim || fs->shape[0] != sdim) {
+            fprintf(stderr, "mact stats: %s: '%s'/'%s' are [%d]/[%d], the first dataset's are [%d]/[%d]\n", ds[k], akey, skey,
+                    fa->shape[0], fs->shape[0], adim, sdim);
+            mact_ld_close(d); rc = 1; break;
+        }
+        for (int e = 0; e < mact_ld_num_episodes(d) && !rc; e++) {
+            double *x; int64_t n; int dim;
+            for (int f = 0; f < 2 && !rc; f++) {
+                if (mact_ld_read(d, e, f ? skey : akey, &x, &n, &dim, err, sizeof err)) { fprintf(stderr, "mact stats: %s\n", err); rc = 1; break; }
+                for (int64_t i = 0; i < n * dim; i++)
+                    if (!isfinite(x[i])) { fprintf(stderr, "mact stats: %s: episode %d, '%s': non-finite value at row %lld\n", ds[k], e, f ? skey : akey, (long long)(i / dim)); rc = 1; break; }
+                if (!rc && acc_episode(f ? &S : &A, x, n, exact)) { fprintf(stderr, "mact stats: out of memory\n"); rc = 1; }
+                free(x);
+            }
+        }
+        mact_ld_close(d);
+    }
+    if (!rc && A.n <= 0) { fprintf(stderr, "mact stats: no frames\n"); rc = 1; }
+    if (rc) { acc_free(&A); acc_free(&S); cJSON_Delete(cams); cJSON_Delete(root); return 1; }
+    cJSON *t = cJSON_CreateObject();
+    const cJSON *pv;
+    cJSON_AddStringToObject(t, "action_key", akey);
+    cJSON_AddStringToObject(t, "state_key", skey);
+    cJSON_AddItemToObject(t, "camera_keys", cams);
+    cJSON_AddBoolToObject(t, "normalize_gripper", ngrip);
+    cJSON_AddNumberToObject(t, "action_dim", adim);
+    if (horizon < 0) { pv = cJSON_GetObjectItemCaseSensitive(prev, "action_horizon"); horizon = cJSON_IsNumber(pv) ? pv->valueint : 30; }
+    cJSON_AddNumberToObject(t, "action_horizon", horizon);
+    pv = cJSON_GetObjectItemCaseSensitive(prev, "n_action_steps");
+    cJSON_AddNumberToObject(t, "n_action_steps", cJSON_IsNumber(pv) ? pv->valueint : horizon);
+    if (!setup) { setup = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(prev, "setup_type")); if (!setup) setup = ""; }
+    if (!control) { control = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(prev, "control_mode")); if (!control) control = "absolute joint pose"; }
+    cJSON_AddStringToObject(t, "setup_type", setup);
+    cJSON_AddStringToObject(t, "control_mode", control);
+    cJSON_AddStringToObject(t, "stats_method", exact ? "exact" : "lerobot");
+    cJSON *as = acc_json(&A, exact, ngrip), *ss = acc_json(&S, exact, ngrip);
+    if (lrs) {  /* LeRobot's meta/stats.json: {feature: {min, max, mean, std, count, q01, ...}} */
+        cJSON *l = cJSON_CreateObject(), *la = cJSON_Duplicate(as, 1), *ls = cJSON_Duplicate(ss, 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(la, "names"); cJSON_DeleteItemFromObjectCaseSensitive(la, "mask");
+        cJSON_DeleteItemFromObjectCaseSensitive(ls, "names"); cJSON_DeleteItemFromObjectCaseSensitive(ls, "mask");
+        cJSON_AddItemToObject(l, akey, la);
+        cJSON_AddItemToObject(l, skey, ls);
+        char *lt = cJSON_Print(l);
+        cJSON_Delete(l);
+        char e2[1024];
+        if (!lt || mact_file_write_atomic(lrs, lt, strlen(lt), e2, sizeof e2)) fprintf(stderr, "mact stats: %s\n", lt ? e2 : "out of memory");
+        free(lt);
+    }
+    cJSON_AddItemToObject(t, "action_stats", as);
+    cJSON_AddItemToObject(t, "state_stats", ss);
+    acc_free(&A); acc_free(&S);
+    if (prev) cJSON_ReplaceItemInObjectCaseSensitive(tags, tag, t);
+    else cJSON_AddItemToObject(tags, tag, t);
+    char *txt = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!txt) { fprintf(stderr, "mact stats: out of memory\n"); return 1; }
+    size_t tl = strlen(txt);
+    char *t2 = realloc(txt, tl + 2);
+    if (t2) { txt = t2; txt[tl++] = '\n'; txt[tl] = 0; }
+    char e3[1024];
+    int wrc = mact_file_write_atomic(out, txt, tl, e3, sizeof e3);
+    free(txt);
+    if (wrc) { fprintf(stderr, "mact stats: %s\n", e3); return 1; }
+    fprintf(stderr, "mact stats: %s: tag %s (%s), %.0f frames\n", out, tag, exact ? "exact" : "lerobot", A.n);
+    return 0;
+}
