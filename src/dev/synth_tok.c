@@ -138,7 +138,7 @@ static size_t next_piece(const char *s, size_t n, size_t i)
 {
     unsigned char c = (unsigned char)s[i];
     if (c == '\'' && i + 1 < n) {
-        static const char *suf[] = {"ll", "re", "ve", "s", "t", "m", "d"};
+        static const char *const suf[] = {"ll", "re", "ve", "s", "t", "m", "d"};
         for (int k = 0; k < 7; k++) {
             size_t l = strlen(suf[k]);
             if (i + 1 + l <= n && !strncasecmp(s + i + 1, suf[k], l)) return i + 1 + l;
