@@ -1,0 +1,29 @@
+/* The ARM64 NEON backend (kernels/arm/; aarch64 builds only, MACT_ARM): the CPU probe and the kernels its
+ * ops tables (ops.c) point at. Every function here has the plain-C reference (kernels/ref/ref.c) as its twin
+ * in tests/c/test_kernels.c. */
+#ifndef MACT_KERNELS_ARM_H
+#define MACT_KERNELS_ARM_H
+#include "kernels/ops.h"
+
+/* features from getauxval(AT_HWCAP / AT_HWCAP2), probed once */
+enum {
+    MACT_ARM_ASIMD = 1,    /* Advanced SIMD (every Armv8-A Linux system) */
+    MACT_ARM_FP16 = 2,     /* fphp + asimdhp: half-precision arithmetic (Armv8.2) */
+    MACT_ARM_DOTPROD = 4,  /* asimddp: SDOT / UDOT (Armv8.2 optional, Armv8.4) */
+    MACT_ARM_I8MM = 8,     /* SMMLA / USDOT (Armv8.6) */
+    MACT_ARM_BF16 = 16,    /* BFDOT / BFMMLA (Armv8.6) */
+};
+int mact_arm_features(void);
+
+/* row-major matmul rows (rowmajor.c): F32, BF16 and F16 weights widened to fp32 in registers, fp32 FMLA */
+void mact_arm_mm_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int dt, const float *bias,
+                      int64_t M, int64_t n0, int64_t n1, int64_t K, int epi);
+/* rows and activations (vec.c) */
+void mact_arm_layernorm_row(float *y, const float *x, const float *w, const float *b, float eps, int64_t dim);
+void mact_arm_rmsnorm_row(float *y, const float *x, const float *w, float eps, int64_t dim);
+void mact_arm_gelu(float *x, int64_t n);
+void mact_arm_silu_mul(float *y, const float *gate, const float *val, int64_t n);
+void mact_arm_modulate_rows(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
+void mact_arm_gated_add_rows(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
+
+#endif
