@@ -25,5 +25,7 @@ void mact_arm_gelu(float *x, int64_t n);
 void mact_arm_silu_mul(float *y, const float *gate, const float *val, int64_t n);
 void mact_arm_modulate_rows(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
 void mact_arm_gated_add_rows(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
+/* the bench's fp32 FMLA instruction peak over threads, GFLOP/s (peak.c) */
+double mact_arm_peak_gflops(int use_bf16, int threads);
 
 #endif

@@ -13,7 +13,7 @@
 #define NEON_COMMON                                                                                              \
     .mm_rows = mact_arm_mm_rows, .layernorm_row = mact_arm_layernorm_row, .rmsnorm_row = mact_arm_rmsnorm_row,   \
     .gelu = mact_arm_gelu, .silu_mul = mact_arm_silu_mul, .modulate_rows = mact_arm_modulate_rows,               \
-    .gated_add_rows = mact_arm_gated_add_rows
+    .gated_add_rows = mact_arm_gated_add_rows, .peak_gflops = mact_arm_peak_gflops
 
 static const mact_ops ops_neon = {
     .name = "neon", .kernels = MACT_KERNELS_ARM_NEON, .isa = MACT_ISA_NEON, NEON_COMMON};
