@@ -438,13 +438,15 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
     char name[256];
     snprintf(name, sizeof name, "int8 matmul M%lld N%lld K%lld ld%lld/%lld %s epi%d%s", (long long)M, (long long)N,
              (long long)K, (long long)ldx, (long long)ldy, dtname(dt), epi, one_sided ? " x>=0" : "");
-#if !MACT_X86
+#if !MACT_X86 && !MACT_ARM
     printf("INFO %s: no int8 kernels in this build\n", name);
     (void)emu_quant_row;
     return;
 #else
-    if (!has_isa(MACT_ISA_AVX512) || g_kc[max_isa][MACT_PREC_INT8].prec != MACT_PREC_INT8) {
-        printf("INFO %s: no AVX512-VNNI on this CPU: INT8 runs as BF16, no int8 packs are made\n", name);
+    /* the best level's int8 GEMM (x86: AVX512-VNNI; ARM: SDOT from the dotprod level on) */
+    if (!has_isa(max_isa) || !g_ops[max_isa]->gemm_i8 || g_kc[max_isa][MACT_PREC_INT8].prec != MACT_PREC_INT8) {
+        printf("INFO %s: no int8 GEMM on this CPU (x86: AVX512-VNNI; ARM: dotprod): INT8 runs as BF16, no int8 "
+               "packs are made\n", name);
         return;
     }
     const size_t esz = dt == MACT_F32 ? 4 : 2;
@@ -548,13 +550,17 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         wake_pool();
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
+#if MACT_X86
         mact_gemm_i8_scalar(yr, ldy, x, ldx, pk, b, M, epi);
+#else  /* ARM: the emulation above is the plain-C twin of the SDOT kernel */
+        memcpy(yr, y, sizeof(float) * (size_t)(M * ldy));
+#endif
         double e1 = worst_rel(y, ref, scale, M, N, ldy), e2 = worst_rel(yr, ref, scale, M, N, ldy);
         double e32 = worst_rel(y, r32, qb, M, N, ldy);
         if (e1 > g_obs_i8) g_obs_i8 = e1;
         if (e2 > g_obs_i8) g_obs_i8 = e2;
         if (e32 > g_obs_i8_vs32) g_obs_i8_vs32 = e32;
-        if (!(e1 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "vnni int8 err vs emulation %.3g > 2e-6", e1); }
+        if (!(e1 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s int8 err vs emulation %.3g > 2e-6", isa_name(max_isa), e1); }
         if (!(e2 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "plain-C int8 err vs emulation %.3g > 2e-6", e2); }
         /* the quantization itself, against its worst-case bound summed over the terms (qb above) */
         if (!(e32 <= 1.0)) { ok = 0; snprintf(why, sizeof why, "int8 vs fp32: %.3g of the quantization bound", e32); }
@@ -568,6 +574,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
             ok = 0;
             snprintf(why, sizeof why, "int8 wrote past N at row %lld", (long long)past);
         }
+#if MACT_X86
         /* row quantization: the AVX-512 and plain-C versions give the same bytes, scale and zero point */
         const int64_t Kq = (K + 3) / 4;
         uint32_t *A1 = calloc((size_t)Kq, 4), *A2 = calloc((size_t)Kq, 4);
@@ -583,6 +590,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         }
         free(A1);
         free(A2);
+#endif
     }
     release_weight(w);
     set_prec(MACT_PREC_FP32);

@@ -25,7 +25,18 @@ void mact_arm_gelu(float *x, int64_t n);
 void mact_arm_silu_mul(float *y, const float *gate, const float *val, int64_t n);
 void mact_arm_modulate_rows(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
 void mact_arm_gated_add_rows(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
-/* the bench's fp32 FMLA instruction peak over threads, GFLOP/s (peak.c) */
+/* the bench's instruction peaks over threads: fp32 FMLA in GFLOP/s (peak.c), SDOT in GOP/s (gemm_i8.c);
+ * mact_arm_peak_run: body(iters) on `threads` plain threads, best of 3, in G(FL)OP/s */
+double mact_arm_peak_run(double (*body)(long), long iters, double ops_per_iter, int threads);
 double mact_arm_peak_gflops(int use_bf16, int threads);
+double mact_arm_peak_gops_i8(int threads);
+
+/* the ARM packed layout (pack.c): MACT_PACK_I8 panels for INT8 precision, nothing else */
+int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes);
+mact_packed mact_arm_pack_describe(const void *buf, int dtype, int64_t N, int64_t K, int fmt);
+void mact_arm_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt);
+/* the int8 GEMM with SDOT (gemm_i8.c; dotprod CPUs only) */
+void mact_arm_gemm_i8(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk,
+                      const float *bias, int64_t M, int epi);
 
 #endif

@@ -9,7 +9,7 @@
 
 #define CHAINS 16
 
-typedef struct { long iters; double sink; } peak_arg;
+typedef struct { double (*body)(long); long iters; double sink; } peak_arg;
 
 static double fmla_body(long iters)
 {
@@ -30,16 +30,14 @@ static double fmla_body(long iters)
 static void *peak_thread(void *p)
 {
     peak_arg *a = p;
-    a->sink = fmla_body(a->iters);
+    a->sink = a->body(a->iters);
     return NULL;
 }
 
-double mact_arm_peak_gflops(int use_bf16, int threads)
+double mact_arm_peak_run(double (*body)(long), long iters, double ops_per_iter, int threads)
 {
-    (void)use_bf16; /* every ARM level computes its GEMMs as fp32 FMLA today */
     if (threads < 1) threads = 1;
     if (threads > 256) threads = 256;
-    const long iters = 5000000; /* ~0.1 s per thread at 2 FMLA per cycle and 2 GHz */
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
         struct timespec t0, t1;
@@ -49,11 +47,11 @@ double mact_arm_peak_gflops(int use_bf16, int threads)
         double sink = 0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int t = 1; t < threads; t++) {
-            pa[t] = (peak_arg){iters, 0};
+            pa[t] = (peak_arg){body, iters, 0};
             if (pthread_create(&th[t], NULL, peak_thread, &pa[t])) break;
             started = t;
         }
-        sink += fmla_body(iters);
+        sink += body(iters);
         for (int t = 1; t <= started; t++) {
             pthread_join(th[t], NULL);
             sink += pa[t].sink;
@@ -61,8 +59,15 @@ double mact_arm_peak_gflops(int use_bf16, int threads)
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (started + 1 < threads) return 0;
         const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        const double g = (double)threads * (double)iters * CHAINS * 4 * 2 / s / 1e9;
+        const double g = (double)threads * (double)iters * ops_per_iter / s / 1e9;
         if (g > best && sink == sink) best = g;
     }
     return best;
+}
+
+double mact_arm_peak_gflops(int use_bf16, int threads)
+{
+    (void)use_bf16; /* the ARM levels compute their fp32 / bf16-mode GEMMs as fp32 FMLA today */
+    /* ~0.1 s per thread at 2 FMLA per cycle and 2 GHz */
+    return mact_arm_peak_run(fmla_body, 5000000, CHAINS * 4 * 2, threads);
 }
