@@ -7,15 +7,16 @@
  * only Advanced SIMD. From the dotprod level on, INT8 precision packs the LLM's and the action expert's
  * weights as int8 (pack.c) and multiplies them with SDOT (gemm_i8.c); the vision stack stays row-major fp32.
  * BF16 precision computes in fp32 on every level (no bf16 GEMM yet: has_bf16 = 0), as does INT8 on the plain
- * neon level. Not yet: SMMLA (i8mm) and BFDOT / BFMMLA (bf16) GEMMs; attention and RoPE run the plain-C
- * loops. */
+ * neon level. Attention runs the reference loop with NEON inner loops (attention.c). Not yet: SMMLA (i8mm)
+ * and BFDOT / BFMMLA (bf16) GEMMs, a blocked attention; RoPE runs the plain-C loop. */
 #include "mact.h"
 #include "kernels/arm/arm.h"
 
 #define NEON_COMMON                                                                                              \
     .mm_rows = mact_arm_mm_rows, .layernorm_row = mact_arm_layernorm_row, .rmsnorm_row = mact_arm_rmsnorm_row,   \
     .gelu = mact_arm_gelu, .silu_mul = mact_arm_silu_mul, .modulate_rows = mact_arm_modulate_rows,               \
-    .gated_add_rows = mact_arm_gated_add_rows, .peak_gflops = mact_arm_peak_gflops
+    .gated_add_rows = mact_arm_gated_add_rows, .attention = mact_arm_attention,                                 \
+    .peak_gflops = mact_arm_peak_gflops
 
 static const mact_ops ops_neon = {
     .name = "neon", .kernels = MACT_KERNELS_ARM_NEON, .isa = MACT_ISA_NEON, NEON_COMMON};
