@@ -39,8 +39,33 @@ double mact_arm_peak_gops_i8(int threads);
 int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes);
 mact_packed mact_arm_pack_describe(const void *buf, int dtype, int64_t N, int64_t K, int fmt);
 void mact_arm_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt);
-/* the int8 GEMM with SDOT (gemm_i8.c; dotprod CPUs only) */
+/* the int8 GEMMs: SDOT (gemm_i8.c; dotprod CPUs) and SMMLA (gemm_i8mm.c; i8mm CPUs) */
 void mact_arm_gemm_i8(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk,
                       const float *bias, int64_t M, int epi);
+void mact_arm_gemm_i8mm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
+                        const mact_packed *pk, const float *bias, int64_t M, int epi);
+/* what both share: x quantized once (rows lda bytes apart, q - 128, zero past K), one panel task each */
+typedef struct {
+    float *y;
+    int64_t ldy, M, N, Kq, lda;
+    const int8_t *A;      /* [M][lda] quantized rows */
+    const float *rs;      /* [M] row scales */
+    const int32_t *rz;    /* [M] row zero points */
+    const mact_packed *pk;
+    const float *bias;
+    int epi;
+} mact_arm_i8_job;
+/* quantizes x (row stride rounded up to kq_multiple quads) and runs panel(job, p, tid) for every panel */
+void mact_arm_gemm_i8_run(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
+                          const mact_packed *pk, const float *bias, int64_t M, int epi, int kq_multiple,
+                          mact_task_fn panel);
+/* y[m, n] from acc = sum_k (q - 128) W8: the x86 int8 mode's rescale, then the epilogue */
+static inline void mact_arm_i8_store(const mact_arm_i8_job *j, int64_t m, int64_t n, int32_t acc)
+{
+    const int32_t cs = j->pk->colsum[n];
+    const int32_t acc_u = acc + 128 * cs; /* sum_k q W8, exact */
+    const float v = (float)(acc_u - j->rz[m] * cs) * (j->rs[m] * j->pk->scale[n]);
+    mact_epi_store(&j->y[m * j->ldy + n], v, j->bias ? j->bias[n] : 0.f, j->epi);
+}
 
 #endif

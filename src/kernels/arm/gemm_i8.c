@@ -44,21 +44,12 @@ static void quant_row_s8(int8_t *A, const float *x, int64_t K, float *s, int32_t
     }
 }
 
-typedef struct {
-    float *y;
-    int64_t ldy, M, N, Kq;
-    const int8_t *A;      /* [M][4 Kq] quantized rows (q - 128), zero past K */
-    const float *rs;      /* [M] row scales */
-    const int32_t *rz;    /* [M] row zero points */
-    const mact_packed *pk;
-    const float *bias;
-    int epi;
-} i8_job;
+typedef mact_arm_i8_job i8_job;
 
 /* MR rows (4 or 1) x 16 columns (4 groups of 4) of panel p */
 static INL void block(const int MR, const i8_job *j, int64_t m, int64_t p, int g0)
 {
-    const int64_t Kq = j->Kq, lda = 4 * Kq;
+    const int64_t Kq = j->Kq, lda = j->lda;
     const int8_t *W = (const int8_t *)j->pk->data + p * Kq * 256 + 16 * g0;
     int32x4_t acc[4][4];
 #pragma GCC unroll 4
@@ -107,18 +98,8 @@ static INL void block(const int MR, const i8_job *j, int64_t m, int64_t p, int g
         for (int g = 0; g < 4; g++) vst1q_s32(sums[i] + 4 * g, acc[i][g]);
     const int64_t n0 = p * MACT_PANEL + 4 * g0;
     const int nv = (int)(j->N - n0 < 16 ? j->N - n0 : 16);
-    for (int i = 0; i < MR; i++) {
-        const float s = j->rs[m + i];
-        const int32_t z = j->rz[m + i];
-        float *yr = j->y + (m + i) * j->ldy;
-        for (int c = 0; c < nv; c++) {
-            const int64_t n = n0 + c;
-            const int32_t cs = j->pk->colsum[n];
-            const int32_t acc_u = sums[i][c] + 128 * cs; /* sum_k q W8, exact */
-            const float v = (float)(acc_u - z * cs) * (s * j->pk->scale[n]);
-            mact_epi_store(&yr[n], v, j->bias ? j->bias[n] : 0.f, j->epi);
-        }
-    }
+    for (int i = 0; i < MR; i++)
+        for (int c = 0; c < nv; c++) mact_arm_i8_store(j, m + i, n0 + c, sums[i][c]);
 }
 
 static void panel_task(void *arg, int64_t p, int tid)
@@ -133,22 +114,29 @@ static void panel_task(void *arg, int64_t p, int tid)
     }
 }
 
+void mact_arm_gemm_i8_run(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
+                          const mact_packed *pk, const float *bias, int64_t M, int epi, int kq_multiple,
+                          mact_task_fn panel)
+{
+    const int64_t K = pk->K, Kq = pk->Kp, Kqr = (Kq + kq_multiple - 1) / kq_multiple * kq_multiple;
+    /* the quantized rows (4 Kqr bytes apart, zero past K), then the row scales and zero points */
+    uint8_t *buf = mact_kctx_buf(kc, 0, 0, (size_t)M * (size_t)Kqr * 4 + (size_t)M * 8);
+    if (!buf) return;
+    int8_t *A = (int8_t *)buf;
+    float *rs = (float *)(buf + (size_t)M * (size_t)Kqr * 4);
+    int32_t *rz = (int32_t *)(rs + M);
+    for (int64_t m = 0; m < M; m++) {
+        quant_row_s8(A + m * 4 * Kqr, x + m * ldx, K, &rs[m], &rz[m]);
+        memset(A + m * 4 * Kqr + K, 0, (size_t)(4 * Kqr - K));
+    }
+    i8_job j = {y, ldy, M, pk->N, Kq, 4 * Kqr, A, rs, rz, pk, bias, epi};
+    mact_kctx_run(kc, pk->npanel, mact_gemm_parallel(M, pk->N, K), panel, &j);
+}
+
 void mact_arm_gemm_i8(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk,
                       const float *bias, int64_t M, int epi)
 {
-    const int64_t K = pk->K, Kq = pk->Kp;
-    /* the quantized rows, then the row scales and zero points (mact_gemm_scratch0's int8 size) */
-    uint8_t *buf = mact_kctx_buf(kc, 0, 0, (size_t)M * (size_t)Kq * 4 + (size_t)M * 8);
-    if (!buf) return;
-    int8_t *A = (int8_t *)buf;
-    float *rs = (float *)(buf + (size_t)M * (size_t)Kq * 4);
-    int32_t *rz = (int32_t *)(rs + M);
-    for (int64_t m = 0; m < M; m++) {
-        quant_row_s8(A + m * 4 * Kq, x + m * ldx, K, &rs[m], &rz[m]);
-        memset(A + m * 4 * Kq + K, 0, (size_t)(4 * Kq - K));
-    }
-    i8_job j = {y, ldy, M, pk->N, Kq, A, rs, rz, pk, bias, epi};
-    mact_kctx_run(kc, pk->npanel, mact_gemm_parallel(M, pk->N, K), panel_task, &j);
+    mact_arm_gemm_i8_run(kc, y, ldy, x, ldx, pk, bias, M, epi, 1, panel_task);
 }
 
 /* the bench's SDOT peak: 16 independent chains of 4 lanes x 4 byte products x 2 ops */
