@@ -25,7 +25,9 @@ static void panel_task(void *arg, int64_t p, int tid)
             const int8_t *a[4];
             for (int i = 0; i < 4; i++) a[i] = j->A + (m + i < j->M ? m + i : j->M - 1) * j->lda;
             int32x4_t acc[2][4];
+#pragma GCC unroll 2
             for (int r = 0; r < 2; r++)
+#pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) acc[r][c] = vdupq_n_s32(0);
             for (int64_t kq = 0; kq < Kq; kq += 2) {
                 const int8_t *ra = W + kq * 256;
@@ -37,6 +39,7 @@ static void panel_task(void *arg, int64_t p, int tid)
                                         vreinterpretq_s8_s32(vzip1q_s32(a1, b1)), vreinterpretq_s8_s32(vzip2q_s32(a1, b1))};
                 const int8x16_t x0 = vcombine_s8(vld1_s8(a[0] + 4 * kq), vld1_s8(a[1] + 4 * kq));
                 const int8x16_t x1 = vcombine_s8(vld1_s8(a[2] + 4 * kq), vld1_s8(a[3] + 4 * kq));
+#pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) {
                     acc[0][c] = vmmlaq_s32(acc[0][c], x0, w[c]);
                     acc[1][c] = vmmlaq_s32(acc[1][c], x1, w[c]);
@@ -44,7 +47,9 @@ static void panel_task(void *arg, int64_t p, int tid)
             }
             /* acc[r][c] = [row 2r, col 2c | row 2r, col 2c + 1 | row 2r + 1, col 2c | row 2r + 1, col 2c + 1] */
             int32_t sums[2][4][4];
+#pragma GCC unroll 2
             for (int r = 0; r < 2; r++)
+#pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) vst1q_s32(sums[r][c], acc[r][c]);
             const int64_t n0 = p * MACT_PANEL + 8 * cg;
             const int nv = (int)(j->N - n0 < 8 ? j->N - n0 : 8);
