@@ -28,6 +28,7 @@ missing=
 command -v "${CROSS}gcc" >/dev/null 2>&1 || missing="$missing ${CROSS}gcc"
 command -v "$QEMU" >/dev/null 2>&1 || missing="$missing $QEMU"
 [ -e /usr/lib/aarch64-linux-gnu/libcjson.so ] || missing="$missing libcjson-dev:arm64"
+[ -e /usr/lib/aarch64-linux-gnu/libcairo.so ] || missing="$missing libcairo2-dev:arm64"
 if [ -n "$missing" ]; then
     echo "INFO test_arm64: skipped, missing:$missing (CI must have them: scripts/setup_arm64.sh)"; exit 0
 fi
