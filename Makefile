@@ -5,9 +5,19 @@
 #   make asan       the whole suite under ASan+UBSan;  make tsan: the concurrency tests under TSan
 #   make install    PREFIX=/usr/local DESTDIR= [LIBDIR= INCLUDEDIR= BINDIR=]  (libmact.so.0 and libmact.a,
 #                   include/mact.h and mact_stages.h, mact.pc, the CLI)
+#   make CROSS=aarch64-linux-gnu-   the ARM64 cross build into build-aarch64/ (scripts/setup_arm64.sh installs
+#                   the toolchain and the :arm64 -dev packages; tests/test_arm64.sh runs it under qemu)
 # The plain-C kernels build with any C11 compiler; the x86 kernels (src/kernels/x86/) are compiled only on
-# x86-64, with per-function target attributes and run-time dispatch, so no -march is forced.
+# x86-64, with per-function target attributes and run-time dispatch, so no -march is forced; the ARM NEON
+# kernels (src/kernels/arm/) only for aarch64 (Advanced SIMD is baseline there; levels chosen at run time).
+CROSS   ?=
+ifneq ($(CROSS),)
+CC      := $(CROSS)gcc
+AR      := $(CROSS)ar
+BUILD   ?= build-$(firstword $(subst -, ,$(CROSS)))
+endif
 CC      ?= cc
+AR      ?= ar
 BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
@@ -26,9 +36,11 @@ BINDIR  ?= $(PREFIX)/bin
 
 MACHINE := $(shell $(CC) -dumpmachine)
 ARCH_X86 := $(if $(filter x86_64-%,$(MACHINE)),1,)
+ARCH_ARM := $(if $(filter aarch64-%,$(MACHINE)),1,)
 
-CFLAGS  += $(if $(ARCH_X86),-DMACT_X86=1)
-LIB_DIRS := src/base src/io src/model src/kernels src/kernels/ref src/stages $(if $(ARCH_X86),src/kernels/x86)
+CFLAGS  += $(if $(ARCH_X86),-DMACT_X86=1) $(if $(ARCH_ARM),-DMACT_ARM=1)
+LIB_DIRS := src/base src/io src/model src/kernels src/kernels/ref src/stages $(if $(ARCH_X86),src/kernels/x86) \
+            $(if $(ARCH_ARM),src/kernels/arm)
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
 DEV_SRC  := $(wildcard src/dev/*.c)
@@ -48,11 +60,11 @@ $(BUILD)/obj/%.o: src/%.c $(HDRS)
 
 $(BUILD)/libmact.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/libmact_dev.a: $(DEV_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 # the shared library exports only what include/ marks MACT_API
 $(BUILD)/libmact.so: $(LIB_OBJ)
@@ -134,6 +146,6 @@ fuzz: fuzz-build
 	done
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-aarch64
 
 .PHONY: all test check asan tsan install clean FORCE fuzz fuzz-build

@@ -72,4 +72,17 @@ static inline void mact_epi_store(float *dst, float s, float b, int epi)
 /* kernels/x86/ops.c (x86-64 builds only): the best x86 table for this CPU up to a level, or NULL */
 const mact_ops *mact_ops_x86(int max_isa);
 
+/* MACT_ARM: the build has the ARM64 NEON kernels (the Makefile defines it when the compiler targets aarch64).
+ * Their levels reuse the MACT_ISA_* numbers above 0 (a build has one family): */
+#ifndef MACT_ARM
+#define MACT_ARM 0
+#endif
+enum {
+    MACT_ISA_NEON = 1,          /* Advanced SIMD */
+    MACT_ISA_NEON_DOTPROD = 2,  /* + fp16 arithmetic + dotprod (Armv8.2: Cortex-A78, Neoverse N1) */
+    MACT_ISA_NEON_I8MM = 3,     /* + i8mm + bf16 (Armv8.6) */
+};
+/* kernels/arm/ops.c (aarch64 builds only): the best ARM table for this CPU up to a level, or NULL */
+const mact_ops *mact_ops_arm(int max_isa);
+
 #endif

@@ -54,12 +54,11 @@ static int max_isa;
 static void set_isa(int isa) { cur_isa = isa; }
 static void set_prec(int prec) { cur_prec = prec; }
 static const mact_kctx *KC(void) { return &g_kc[cur_isa][cur_prec]; }
-static const char *isa_name(int isa)
-{
-    return isa == MACT_ISA_AVX512BF16 ? "avx512bf16" : isa == MACT_ISA_AVX512 ? "avx512" : isa == MACT_ISA_AVX2 ? "avx2"
-                                                                                                             : "ref";
-}
+static const char *isa_name(int isa) { return isa >= 0 && isa < 4 && g_ops[isa] ? mact_ops_name(g_ops[isa]) : "ref"; }
 static int has_isa(int isa) { return isa >= 0 && isa < 4 && g_ops[isa]; }
+/* what a level computes beyond row-major kernels (the x86 AVX-512 levels pack; the ARM levels do not yet) */
+static int level_packs(int isa) { return has_isa(isa) && g_ops[isa]->pack_plan && g_ops[isa]->gemm_packed; }
+static int level_bf16(int isa) { return has_isa(isa) && g_ops[isa]->has_bf16; }
 
 static void harness_init(void)
 {
@@ -68,8 +67,15 @@ static void harness_init(void)
         printf("FAIL harness: %s\n", err);
         exit(1);
     }
+    /* the levels of this build's family, by MACT_ISA_* (x86: avx2, avx512, avx512bf16; ARM64: neon,
+     * neon+fp16+dotprod, neon+...+i8mm+bf16); a level the CPU lacks clamps down and is left out */
+#if MACT_ARM
+    static const int kern[4] = {MACT_KERNELS_REF, MACT_KERNELS_ARM_NEON, MACT_KERNELS_ARM_DOTPROD,
+                                MACT_KERNELS_ARM_I8MM};
+#else
     static const int kern[4] = {MACT_KERNELS_REF, MACT_KERNELS_X86_AVX2, MACT_KERNELS_X86_AVX512,
                                 MACT_KERNELS_X86_AVX512_BF16};
+#endif
     for (int isa = 0; isa < 4; isa++) {
         const mact_ops *o = mact_ops_select(kern[isa], NULL, 0);
         if (o && mact_ops_isa(o) == isa) g_ops[isa] = o, max_isa = isa;
@@ -241,7 +247,7 @@ static void check_own_copy(void)
 {
     enum { M = 10, N = 4160, K = 1024 };
     int ok = 1, nt = 1, bad_prec = -1, bad_rep = -1;
-    if (!has_isa(MACT_ISA_AVX512)) { printf("INFO small-M own copy: no packed GEMMs on this CPU\n"); return; }
+    if (!level_packs(max_isa)) { printf("INFO small-M own copy: no packed GEMMs on this CPU\n"); return; }
     set_isa(max_isa);
     uint16_t *w = malloc(sizeof(uint16_t) * (size_t)N * K);
     float *x = malloc(sizeof(float) * (size_t)M * K), *y = malloc(sizeof(float) * (size_t)M * N),
@@ -345,7 +351,14 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         e = worst_rel(y, ref, scale, M, N, ldy);
         if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s unprepared bf16-mode err %.3g > 2e-6", isa_name(isa), e); }
-        if (isa < MACT_ISA_AVX512) continue;
+        if (!level_packs(isa)) {  /* a row-major-only level: thread-count independence of that path */
+            int nt;
+            if (isa && !same_on_one_thread(y, yr, y0, ldy, x, ldx, w, dt, b, M, N, K, epi, &nt)) {
+                ok = 0;
+                snprintf(why, sizeof why, "%s row-major: 1 thread and %d threads differ", isa_name(isa), nt);
+            }
+            continue;
+        }
         /* packed, fp32 precision (BF16 weights as bf16 pairs, F32 as fp32 panels; F16 stays row-major) */
         set_prec(MACT_PREC_FP32);
         int packed = pack_weight(w, dt, N, K, MACT_PREC_FP32, 0) != NULL;
@@ -357,7 +370,7 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
         if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s packed fp32 err %.3g > 2e-6", isa_name(isa), e); }
         /* packed for bf16 (every dtype; on a level without bf16 dot products BF16 packs as FP32) */
         const mact_packed *pkb = pack_weight(w, dt, N, K, MACT_PREC_BF16, 0);
-        if (!pkb && (isa >= MACT_ISA_AVX512BF16 || dt != MACT_F16)) { ok = 0; snprintf(why, sizeof why, "no bf16 pack"); }
+        if (!pkb && (level_bf16(isa) || dt != MACT_F16)) { ok = 0; snprintf(why, sizeof why, "no bf16 pack"); }
         /* in fp32 mode a rounded (non-BF16-source) pack must not be used */
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
@@ -367,7 +380,7 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         wake_pool();
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
-        if (isa >= MACT_ISA_AVX512BF16) {
+        if (level_bf16(isa)) {
             e = worst_rel(y, refb, scale_b, M, N, ldy);
             if (e > *obs_bf16) *obs_bf16 = e;
             if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s packed bf16 err vs emulation %.3g > 2e-6", isa_name(isa), e); }
@@ -425,13 +438,15 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
     char name[256];
     snprintf(name, sizeof name, "int8 matmul M%lld N%lld K%lld ld%lld/%lld %s epi%d%s", (long long)M, (long long)N,
              (long long)K, (long long)ldx, (long long)ldy, dtname(dt), epi, one_sided ? " x>=0" : "");
-#if !MACT_X86
+#if !MACT_X86 && !MACT_ARM
     printf("INFO %s: no int8 kernels in this build\n", name);
     (void)emu_quant_row;
     return;
 #else
-    if (!has_isa(MACT_ISA_AVX512) || g_kc[max_isa][MACT_PREC_INT8].prec != MACT_PREC_INT8) {
-        printf("INFO %s: no AVX512-VNNI on this CPU: INT8 runs as BF16, no int8 packs are made\n", name);
+    /* the best level's int8 GEMM (x86: AVX512-VNNI; ARM: SDOT from the dotprod level on) */
+    if (!has_isa(max_isa) || !g_ops[max_isa]->gemm_i8 || g_kc[max_isa][MACT_PREC_INT8].prec != MACT_PREC_INT8) {
+        printf("INFO %s: no int8 GEMM on this CPU (x86: AVX512-VNNI; ARM: dotprod): INT8 runs as BF16, no int8 "
+               "packs are made\n", name);
         return;
     }
     const size_t esz = dt == MACT_F32 ? 4 : 2;
@@ -535,13 +550,17 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         wake_pool();
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
+#if MACT_X86
         mact_gemm_i8_scalar(yr, ldy, x, ldx, pk, b, M, epi);
+#else  /* ARM: the emulation above is the plain-C twin of the SDOT kernel */
+        memcpy(yr, y, sizeof(float) * (size_t)(M * ldy));
+#endif
         double e1 = worst_rel(y, ref, scale, M, N, ldy), e2 = worst_rel(yr, ref, scale, M, N, ldy);
         double e32 = worst_rel(y, r32, qb, M, N, ldy);
         if (e1 > g_obs_i8) g_obs_i8 = e1;
         if (e2 > g_obs_i8) g_obs_i8 = e2;
         if (e32 > g_obs_i8_vs32) g_obs_i8_vs32 = e32;
-        if (!(e1 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "vnni int8 err vs emulation %.3g > 2e-6", e1); }
+        if (!(e1 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s int8 err vs emulation %.3g > 2e-6", isa_name(max_isa), e1); }
         if (!(e2 <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "plain-C int8 err vs emulation %.3g > 2e-6", e2); }
         /* the quantization itself, against its worst-case bound summed over the terms (qb above) */
         if (!(e32 <= 1.0)) { ok = 0; snprintf(why, sizeof why, "int8 vs fp32: %.3g of the quantization bound", e32); }
@@ -555,6 +574,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
             ok = 0;
             snprintf(why, sizeof why, "int8 wrote past N at row %lld", (long long)past);
         }
+#if MACT_X86
         /* row quantization: the AVX-512 and plain-C versions give the same bytes, scale and zero point */
         const int64_t Kq = (K + 3) / 4;
         uint32_t *A1 = calloc((size_t)Kq, 4), *A2 = calloc((size_t)Kq, 4);
@@ -570,6 +590,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         }
         free(A1);
         free(A2);
+#endif
     }
     release_weight(w);
     set_prec(MACT_PREC_FP32);
@@ -627,7 +648,7 @@ static void check_attention(int64_t nq, int64_t nk, int nh, int nkv, int hd, int
     }
     /* bf16 precision: q k^T and p v as bf16 products. Reference: the plain-C path on q, k, v rounded to bf16,
      * so what remains is the rounding of p to bf16 (relative 2^-9 of each weight) and summation order. */
-    if (max_isa >= MACT_ISA_AVX512BF16 && !(hd & 1) && nk >= 8 && nq * nk >= 64) {  /* the bf16 kernel's domain */
+    if (has_isa(max_isa) && g_ops[max_isa]->attention_bf16 && !(hd & 1) && nk >= 8 && nq * nk >= 64) {  /* the bf16 kernel's domain */
         float *qb = malloc(4 * (size_t)(nq * qld)), *kb = malloc(4 * (size_t)(nk * kvld)), *vb = malloc(4 * (size_t)(nk * kvld));
         for (int64_t i = 0; i < nq * qld; i++) qb[i] = rbf(q[i]);
         for (int64_t i = 0; i < nk * kvld; i++) { kb[i] = rbf(k[i]); vb[i] = rbf(v[i]); }

@@ -1,0 +1,44 @@
+/* The ARM64 ops tables and the probe that picks one. Levels (MACT_ISA_NEON*, ops.h), each named by the
+ * features it was chosen for, so `mact inspect` / `mact bench` report them and the pack cache keys on them:
+ *   neon                        Armv8-A Advanced SIMD
+ *   neon+fp16+dotprod           Armv8.2 + dotprod (Cortex-A78AE in the IQ-9075, Neoverse N1, Graviton 2)
+ *   neon+fp16+dotprod+i8mm+bf16 Armv8.6 (Neoverse V1/V2, Graviton 3/4, Cortex-X2 on)
+ * Every level runs the row-major NEON kernels (fp32 FMLA; BF16 / F16 weights widened in registers), which need
+ * only Advanced SIMD. From the dotprod level on, INT8 precision packs the LLM's and the action expert's
+ * weights as int8 (pack.c) and multiplies them with SDOT (gemm_i8.c), or SMMLA on i8mm CPUs (gemm_i8mm.c);
+ * the vision stack stays row-major fp32.
+ * BF16 precision computes in fp32 on every level (no bf16 GEMM yet: has_bf16 = 0), as does INT8 on the plain
+ * neon level. Attention runs the reference loop with NEON inner loops (attention.c). Not yet: BFDOT / BFMMLA
+ * (bf16) GEMMs, a blocked attention; RoPE runs the plain-C loop. */
+#include "mact.h"
+#include "kernels/arm/arm.h"
+
+#define NEON_COMMON                                                                                              \
+    .mm_rows = mact_arm_mm_rows, .layernorm_row = mact_arm_layernorm_row, .rmsnorm_row = mact_arm_rmsnorm_row,   \
+    .gelu = mact_arm_gelu, .silu_mul = mact_arm_silu_mul, .modulate_rows = mact_arm_modulate_rows,               \
+    .gated_add_rows = mact_arm_gated_add_rows, .attention = mact_arm_attention,                                 \
+    .peak_gflops = mact_arm_peak_gflops
+
+static const mact_ops ops_neon = {
+    .name = "neon", .kernels = MACT_KERNELS_ARM_NEON, .isa = MACT_ISA_NEON, NEON_COMMON};
+/* dotprod: INT8 precision packs the LLM's and the action expert's weights as int8 and multiplies them with SDOT */
+#define INT8_PACKS                                                                                               \
+    .pack_plan = mact_arm_pack_plan, .pack_describe = mact_arm_pack_describe, .pack_fill = mact_arm_pack_fill,   \
+    .peak_gops_i8 = mact_arm_peak_gops_i8
+static const mact_ops ops_dotprod = {.name = "neon+fp16+dotprod", .kernels = MACT_KERNELS_ARM_DOTPROD,
+                                     .isa = MACT_ISA_NEON_DOTPROD, NEON_COMMON, INT8_PACKS,
+                                     .gemm_i8 = mact_arm_gemm_i8};
+/* i8mm: the same packs multiplied with SMMLA (2 x 2 x 8 per instruction) */
+static const mact_ops ops_i8mm = {.name = "neon+fp16+dotprod+i8mm+bf16", .kernels = MACT_KERNELS_ARM_I8MM,
+                                  .isa = MACT_ISA_NEON_I8MM, NEON_COMMON, INT8_PACKS,
+                                  .gemm_i8 = mact_arm_gemm_i8mm};
+
+const mact_ops *mact_ops_arm(int max_isa)
+{
+    const int f = mact_arm_features();
+    const int v82 = MACT_ARM_ASIMD | MACT_ARM_FP16 | MACT_ARM_DOTPROD, v86 = v82 | MACT_ARM_I8MM | MACT_ARM_BF16;
+    if (max_isa >= MACT_ISA_NEON_I8MM && (f & v86) == v86) return &ops_i8mm;
+    if (max_isa >= MACT_ISA_NEON_DOTPROD && (f & v82) == v82) return &ops_dotprod;
+    if (max_isa >= MACT_ISA_NEON && (f & MACT_ARM_ASIMD)) return &ops_neon;
+    return NULL;
+}

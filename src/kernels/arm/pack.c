@@ -1,0 +1,82 @@
+/* The ARM backend's packed weights: INT8 precision only (the LLM's and the action expert's weights), int8 per
+ * output channel (symmetric: scale = max|W[n, :]| / 127) in 64-column panels of k quads, then the per-column
+ * scales and sums of the int8 values (the MACT_PACK_I8 description of kernels.h). A panel row of 16 bytes
+ * holds 4 columns x 4 k, which is SDOT's operand: one `sdot v.4s, w.16b, x.4b[l]` adds 4 columns' quad dot
+ * products. Every other weight stays row-major (nothing to gain from fp32 panels on NEON's 128-bit loads:
+ * the row-major rows already read 4 weight rows per step). The pack cache keys on the ops' name, so these
+ * packs never meet the x86 ones. */
+#include <math.h>
+#include <string.h>
+#include "kernels/arm/arm.h"
+
+static void pack_panel_i8(int8_t *dst, float *scale, int32_t *colsum, const void *w, int dtype, int64_t N,
+                          int64_t K, int64_t Kq, int64_t p)
+{
+    int8_t *pd = dst + p * Kq * 256;
+    for (int c = 0; c < MACT_PANEL; c++) {
+        const int64_t n = p * MACT_PANEL + c;
+        float amax = 0.f;
+        if (n < N)
+            for (int64_t k = 0; k < K; k++) {
+                const float a = fabsf(mact_load_f32(w, dtype, n * K + k));
+                amax = a > amax ? a : amax;
+            }
+        const float inv = amax > 0.f ? 127.f / amax : 0.f;
+        int32_t sum = 0;
+        for (int64_t k = 0; k < 4 * Kq; k++) {
+            int8_t q = 0;
+            if (n < N && k < K) {
+                const float r = nearbyintf(mact_load_f32(w, dtype, n * K + k) * inv);
+                q = (int8_t)(r > 127.f ? 127 : r < -127.f ? -127 : r);
+            }
+            pd[(k / 4) * 256 + 4 * c + (k % 4)] = q;
+            sum += q;
+        }
+        scale[n] = amax / 127.f;
+        colsum[n] = sum;
+    }
+}
+
+int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes)
+{
+    if (N <= 0 || K <= 0 || precision != MACT_PREC_INT8 || !lm) return 0;
+    if (dtype != MACT_BF16 && dtype != MACT_F32 && dtype != MACT_F16) return 0;
+    const int64_t np = (N + MACT_PANEL - 1) / MACT_PANEL;
+    *fmt = MACT_PACK_I8;
+    *bytes = (size_t)np * (size_t)((K + 3) / 4) * 256 + (size_t)np * MACT_PANEL * 8;
+    return 1;
+}
+
+mact_packed mact_arm_pack_describe(const void *buf, int dtype, int64_t N, int64_t K, int fmt)
+{
+    (void)dtype;
+    const int64_t Kq = (K + 3) / 4, np = (N + MACT_PANEL - 1) / MACT_PANEL;
+    mact_packed pk = {.N = N, .K = K, .Kp = Kq, .npanel = np, .fmt = fmt, .exact = 0, .data = buf};
+    pk.scale = (const float *)((const uint8_t *)buf + (size_t)np * (size_t)Kq * 256);
+    pk.colsum = (const int32_t *)(pk.scale + np * MACT_PANEL);
+    return pk;
+}
+
+typedef struct {
+    void *buf;
+    const void *w;
+    int dtype;
+    int64_t N, K;
+    mact_packed pk;
+} fill_job;
+
+static void fill_task(void *arg, int64_t p, int tid)
+{
+    (void)tid;
+    const fill_job *j = arg;
+    pack_panel_i8((int8_t *)j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K,
+                  j->pk.Kp, p);
+}
+
+/* one panel per pool task (each panel is written by one thread) */
+void mact_arm_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt)
+{
+    fill_job j = {buf, w, dtype, N, K, mact_arm_pack_describe(buf, dtype, N, K, fmt)};
+    if (N * K > (1 << 18)) mact_pool_run(pool, j.pk.npanel, 0, fill_task, &j);
+    else for (int64_t p = 0; p < j.pk.npanel; p++) fill_task(&j, p, 0);
+}
