@@ -18,7 +18,7 @@ OK, ERR_IO, ERR_FORMAT, ERR_MODEL, ERR_INPUT, ERR_NOMEM, ERR_UNSUPPORTED = 0, -1
 
 POOL_MASKS = {0: "from_config", 1: "sdpa", 2: "eager", 3: "none"}
 ENCODER_MASKS = {0: "from_config", 1: "all", 2: "drop_eos"}
-KERNELS = {0: "auto", 1: "ref", 2: "avx2", 3: "avx512", 4: "avx512bf16"}
+KERNELS = {0: "auto", 1: "ref", 2: "avx2", 3: "avx512", 4: "avx512bf16", 5: "neon", 6: "neon-dotprod", 7: "neon-i8mm"}
 PACK_CACHE = {0: "none", 1: "loaded", 2: "written", 3: "unusable"}
 
 
