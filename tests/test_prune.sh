@@ -180,7 +180,17 @@ mkdir -p "$T/exists"
 $MACT prune --model "$T/A" --keep 0,2,4,7 --out "$T/exists" >"$T/exists.log" 2>&1; rc=$?
 [ $rc -ne 0 ] && [ -z "$(ls -A "$T/exists")" ] && grep -q "exists" "$T/exists.log" && ! ls -d "$T"/exists.partial-* >/dev/null 2>&1 &&
     pass "prune_refuse_out_exists (exit $rc: $(head -1 "$T/exists.log"))" || fail "prune_refuse_out_exists: $(head -1 "$T/exists.log")"
-$MACT prune-analyze --model "$T/A" --dataset "$T/img" >"$T/ds.log" 2>&1; rc=$?
-[ $rc -ne 0 ] && grep -q "not part of mact yet" "$T/ds.log" && pass "prune_analyze_dataset_refused (exit $rc: $(head -1 "$T/ds.log"))" ||
-    fail "prune_analyze_dataset_refused: $(head -1 "$T/ds.log")"
+# calibration frames from a LeRobot dataset (images stored in the parquet files: `mact synth-dataset --robot libero`)
+$MACT synth-dataset "$T/ds" --robot libero --episodes 3 --len 10:20 --seed 5 >/dev/null 2>&1
+$MACT prune-analyze --model "$T/A" --dataset "$T/ds" --frames 7 --json "$T/ds.json" >"$T/ds.log" 2>&1; rc=$?
+"$PY" - "$T/ds.json" <<'PYEOF' && [ $rc -eq 0 ] && pass "prune_analyze_dataset (7 frames from 3 episodes x 2 cameras)" || fail "prune_analyze_dataset: exit $rc: $(tail -2 "$T/ds.log")"
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+assert j["images"] == 7, j["images"]
+assert len(j["snr_db"]) == j["blocks"] and all(math.isfinite(v) for v in j["snr_db"]), j["snr_db"]
+PYEOF
+$MACT synth-dataset "$T/ds_noimg" --robot so101 --episodes 2 --seed 5 >/dev/null 2>&1
+$MACT prune-analyze --model "$T/A" --dataset "$T/ds_noimg" >"$T/ds2.log" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "no image feature" "$T/ds2.log" && pass "prune_analyze_dataset_without_images_refused ($(head -1 "$T/ds2.log"))" ||
+    fail "prune_analyze_dataset_without_images_refused: exit $rc: $(head -1 "$T/ds2.log")"
 exit 0

@@ -16,6 +16,7 @@
 #include "mact_stages.h"
 #include "model/session.h"
 #include "stages/vision_probe.h"
+#include "io/lerobot.h"
 
 #define MAX_IMAGES 4096
 
@@ -26,8 +27,9 @@ static int usage_prune(FILE *f)
             "                          [--precision fp32|bf16|int8] [--threads N]\n"
             "         per ViT block: SNR = 10 log10(E||in||^2 / E||out - in||^2), E over tokens and images; D: a\n"
             "         keep-set of D blocks (the deepest tap pinned, the rest the lowest SNR) and its student taps.\n"
-            "         Frames come from image files (PNG, JPEG, HxWx3 .npy); --dataset DIR [--frames N] (a LeRobot\n"
-            "         dataset) is not implemented yet: its reader is separate work.\n"
+            "         Frames come from image files (PNG, JPEG, HxWx3 .npy) or --dataset DIR [--frames N]: N frames\n"
+            "         (default 64) spread evenly over a LeRobot dataset's episodes and image cameras (images stored in\n"
+            "         the parquet files; video cameras need the video decoder, not part of mact yet)\n"
             "       mact prune --model DIR --keep LIST [--taps LIST] --out DIR\n"
             "         student block j = teacher block keep[j]; default taps follow their teacher layers; --taps: the\n"
             "         student's vit_layers (negative = from len(keep)); --out must not exist\n"
@@ -100,10 +102,76 @@ static int load_pixels(const char *path, const mact_model_info *mi, float *pv, c
 }
 
 typedef struct {
-    const char *model, *json, *png, *images[MAX_IMAGES];
+    const char *model, *json, *png, *images[MAX_IMAGES], *dataset;
     int n_images, target_depth, threads;
+    long frames;
     mact_precision precision;
 } analyze_args;
+
+/* n frames spread evenly over a LeRobot dataset's episodes and image cameras (frame numbers i * total / n of the
+ * concatenation, each camera's frames in turn), each through the vision tower with the probe; the count used,
+ * or -1 with err set */
+static int dataset_frames(const char *dir, long n, const mact_model_info *mi, float *pv, mact_session *s,
+                          mact_vit_probe *probe, char *err, size_t el)
+{
+    mact_ld *d;
+    if (mact_ld_open(dir, &d, err, el)) return -1;
+    const char *keys[64];
+    int nk = 0, rc = 0;
+    for (int f = 0; f < mact_ld_num_features(d) && nk < 64; f++) {
+        const mact_ld_feature *ft = mact_ld_feature_at(d, f);
+        if (!strcmp(ft->dtype, "image")) keys[nk++] = ft->key;
+        else if (!strcmp(ft->dtype, "video")) {
+            snprintf(err, el, "%s: camera '%s' is stored as video; mact reads only images stored in the parquet "
+                     "files so far (give frames with --image)", dir, ft->key);
+            mact_ld_close(d);
+            return -1;
+        }
+    }
+    if (!nk) {
+        snprintf(err, el, "%s: no image feature to calibrate on", dir);
+        mact_ld_close(d);
+        return -1;
+    }
+    int64_t total = 0;
+    for (int e = 0; e < mact_ld_num_episodes(d); e++) total += mact_ld_episode_at(d, e)->length * nk;
+    if (total < 1) {
+        snprintf(err, el, "%s: no frames", dir);
+        mact_ld_close(d);
+        return -1;
+    }
+    if (n > total) n = (long)total;
+    int used = 0;
+    int64_t base = 0, next = 0;  /* the concatenation index of the next frame to take: used * total / n */
+    for (int e = 0; e < mact_ld_num_episodes(d) && !rc && used < n; e++)
+        for (int k = 0; k < nk && !rc && used < n; k++) {
+            const int64_t len = mact_ld_episode_at(d, e)->length;
+            if (next >= base + len) { base += len; continue; }
+            uint8_t *bytes = NULL;
+            int64_t *off = NULL, rows = 0;
+            if (mact_ld_read_images(d, e, keys[k], &bytes, &off, &rows, err, el)) rc = -1;
+            while (!rc && used < n && next < base + rows) {
+                const int64_t t = next - base;
+                mact_image img = {0};
+                if (mact_image_load_memory(bytes + off[t], (size_t)(off[t + 1] - off[t]), &img, err, el) ||
+                    mact_image_preprocess(img.data, img.height, img.width, mi->image_height, mi->image_width,
+                                          mi->patch_size, pv, (size_t)mi->n_patches * mi->patch_dim, err, el))
+                    rc = -1;
+                mact_image_free(&img);
+                if (!rc) {
+                    mact_session_enter(s);
+                    mact_vit_probe_run(s, pv, probe);
+                    used++;
+                    next = (int64_t)((double)used * (double)total / (double)n);
+                }
+            }
+            free(bytes);
+            free(off);
+            base += len;
+        }
+    mact_ld_close(d);
+    return rc ? -1 : used;
+}
 
 static int load_model(const char *dir, mact_precision prec, int threads, mact_model **m, mact_session **s, char *err,
                       size_t el)
@@ -207,13 +275,18 @@ static int cmd_prune_analyze_main(int argc, char **argv)
         } else if (!strcmp(o, "--threads") && more) a.threads = atoi(argv[++i]);
         else if (!strcmp(o, "--precision") && more) {
             if (mact_precision_parse(argv[++i], &a.precision)) return usage_prune(stderr);
-        } else if (!strcmp(o, "--dataset") || !strcmp(o, "--frames")) {
-            fprintf(stderr, "mact prune-analyze: %s: the LeRobot dataset reader is not part of mact yet; give the "
-                    "calibration frames as image files with --image\n", o);
-            return 2;
+        } else if (!strcmp(o, "--dataset") && more) a.dataset = argv[++i];
+        else if (!strcmp(o, "--frames") && more) {
+            char *end;
+            a.frames = strtol(argv[++i], &end, 10);
+            if (*end || a.frames < 1 || a.frames > 1000000) {
+                fprintf(stderr, "mact prune-analyze: --frames needs an integer in 1..1000000\n");
+                return 2;
+            }
         } else return usage_prune(stderr);
     }
-    if (!a.model || !a.n_images) return usage_prune(stderr);
+    if (!a.model || (!a.n_images == !a.dataset)) return usage_prune(stderr);
+    if (a.frames && !a.dataset) return usage_prune(stderr);
     char err[2048];
     mact_vit_geometry g;
     if (mact_prune_geometry(a.model, &g, err, sizeof err)) { fprintf(stderr, "mact prune-analyze: %s\n", err); return 1; }
@@ -240,6 +313,11 @@ static int cmd_prune_analyze_main(int argc, char **argv)
         if (load_pixels(a.images[i], &mi, pv, err, sizeof err)) { fprintf(stderr, "mact prune-analyze: %s\n", err); rc = 1; goto out; }
         mact_session_enter(s);
         mact_vit_probe_run(s, pv, &probe);
+    }
+    if (a.dataset) {
+        int n = dataset_frames(a.dataset, a.frames ? a.frames : 64, &mi, pv, s, &probe, err, sizeof err);
+        if (n < 0) { fprintf(stderr, "mact prune-analyze: %s\n", err); rc = 1; goto out; }
+        a.n_images = n;
     }
     int deepest = 0;
     for (int t = 0; t < g.n_taps; t++) {
