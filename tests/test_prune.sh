@@ -189,6 +189,13 @@ j = json.load(open(sys.argv[1]))
 assert j["images"] == 7, j["images"]
 assert len(j["snr_db"]) == j["blocks"] and all(math.isfinite(v) for v in j["snr_db"]), j["snr_db"]
 PYEOF
+# held-out frames from the dataset: the teacher against itself is identical on every frame
+$MACT distill-eval --teacher "$T/A" --student "$T/A" --dataset "$T/ds" --frames 4 --json "$T/dd.json" >"$T/dd.log" 2>&1; rc=$?
+"$PY" - "$T/dd.json" <<'PYEOF' && [ $rc -eq 0 ] && pass "distill_eval_dataset (4 frames, teacher vs itself identical)" || fail "distill_eval_dataset: exit $rc: $(tail -2 "$T/dd.log")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["overall"]["n_images"] == 4 and j["overall"]["identical"] is True and j["overall"]["rel_mse"] == 0, j["overall"]
+PYEOF
 $MACT synth-dataset "$T/ds_noimg" --robot so101 --episodes 2 --seed 5 >/dev/null 2>&1
 $MACT prune-analyze --model "$T/A" --dataset "$T/ds_noimg" >"$T/ds2.log" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "no image feature" "$T/ds2.log" && pass "prune_analyze_dataset_without_images_refused ($(head -1 "$T/ds2.log"))" ||

@@ -33,7 +33,8 @@ static int usage_prune(FILE *f)
             "       mact prune --model DIR --keep LIST [--taps LIST] --out DIR\n"
             "         student block j = teacher block keep[j]; default taps follow their teacher layers; --taps: the\n"
             "         student's vit_layers (negative = from len(keep)); --out must not exist\n"
-            "       mact distill-eval --teacher DIR --student DIR --image F [--image F ...] [--json F]\n"
+            "       mact distill-eval --teacher DIR --student DIR (--image F [--image F ...] | --dataset DIR [--frames N])\n"
+            "                         [--json F]\n"
             "                         [--precision fp32|bf16|int8] [--threads N]\n"
             "         cosine and relative MSE (MSE / teacher energy) of the student's connector output\n"
             "       prune-analyze and distill-eval compute in fp32 (the exact mode) unless --precision says otherwise\n");
@@ -108,12 +109,25 @@ typedef struct {
     mact_precision precision;
 } analyze_args;
 
-/* n frames spread evenly over a LeRobot dataset's episodes and image cameras (frame numbers i * total / n of the
- * concatenation, each camera's frames in turn), each through the vision tower with the probe; the count used,
- * or -1 with err set */
-static int dataset_frames(const char *dir, long n, const mact_model_info *mi, float *pv, mact_session *s,
-                          mact_vit_probe *probe, char *err, size_t el)
+/* A calibration or held-out frame picked from a LeRobot dataset: its encoded bytes (PNG/JPEG) and a name. */
+typedef struct {
+    uint8_t *bytes;
+    size_t len;
+    char name[96];
+} ds_frame;
+
+static void free_frames(ds_frame *f, int n)
 {
+    for (int i = 0; f && i < n; i++) free(f[i].bytes);
+    free(f);
+}
+
+/* n frames spread evenly over a LeRobot dataset's episodes and image cameras (frame numbers i * total / n of the
+ * concatenation, each camera's frames in turn): 0 with *out / *count, or -1 with err set */
+static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, char *err, size_t el)
+{
+    *out = NULL;
+    *count = 0;
     mact_ld *d;
     if (mact_ld_open(dir, &d, err, el)) return -1;
     const char *keys[64];
@@ -128,19 +142,20 @@ static int dataset_frames(const char *dir, long n, const mact_model_info *mi, fl
             return -1;
         }
     }
-    if (!nk) {
+    int64_t total = 0;
+    for (int e = 0; e < mact_ld_num_episodes(d); e++) total += mact_ld_episode_at(d, e)->length * nk;
+    if (!nk || total < 1) {
         snprintf(err, el, "%s: no image feature to calibrate on", dir);
         mact_ld_close(d);
         return -1;
     }
-    int64_t total = 0;
-    for (int e = 0; e < mact_ld_num_episodes(d); e++) total += mact_ld_episode_at(d, e)->length * nk;
-    if (total < 1) {
-        snprintf(err, el, "%s: no frames", dir);
+    if (n > total) n = (long)total;
+    ds_frame *fr = calloc((size_t)n, sizeof *fr);
+    if (!fr) {
+        snprintf(err, el, "out of memory");
         mact_ld_close(d);
         return -1;
     }
-    if (n > total) n = (long)total;
     int used = 0;
     int64_t base = 0, next = 0;  /* the concatenation index of the next frame to take: used * total / n */
     for (int e = 0; e < mact_ld_num_episodes(d) && !rc && used < n; e++)
@@ -151,26 +166,39 @@ static int dataset_frames(const char *dir, long n, const mact_model_info *mi, fl
             int64_t *off = NULL, rows = 0;
             if (mact_ld_read_images(d, e, keys[k], &bytes, &off, &rows, err, el)) rc = -1;
             while (!rc && used < n && next < base + rows) {
-                const int64_t t = next - base;
-                mact_image img = {0};
-                if (mact_image_load_memory(bytes + off[t], (size_t)(off[t + 1] - off[t]), &img, err, el) ||
-                    mact_image_preprocess(img.data, img.height, img.width, mi->image_height, mi->image_width,
-                                          mi->patch_size, pv, (size_t)mi->n_patches * mi->patch_dim, err, el))
-                    rc = -1;
-                mact_image_free(&img);
-                if (!rc) {
-                    mact_session_enter(s);
-                    mact_vit_probe_run(s, pv, probe);
-                    used++;
-                    next = (int64_t)((double)used * (double)total / (double)n);
-                }
+                const int64_t t = next - base, sz = off[t + 1] - off[t];
+                ds_frame *f = &fr[used];
+                f->bytes = malloc((size_t)sz + 1);
+                if (!f->bytes) { snprintf(err, el, "out of memory"); rc = -1; break; }
+                memcpy(f->bytes, bytes + off[t], (size_t)sz);
+                f->len = (size_t)sz;
+                snprintf(f->name, sizeof f->name, "episode %d %s frame %lld", e, keys[k], (long long)t);
+                used++;
+                next = (int64_t)((double)used * (double)total / (double)n);
             }
             free(bytes);
             free(off);
             base += len;
         }
     mact_ld_close(d);
-    return rc ? -1 : used;
+    if (rc) {
+        free_frames(fr, used);
+        return -1;
+    }
+    *out = fr;
+    *count = used;
+    return 0;
+}
+
+/* an encoded frame -> the model's pixel values */
+static int frame_pixels(const ds_frame *f, const mact_model_info *mi, float *pv, char *err, size_t el)
+{
+    mact_image img = {0};
+    int rc = mact_image_load_memory(f->bytes, f->len, &img, err, el) ||
+             mact_image_preprocess(img.data, img.height, img.width, mi->image_height, mi->image_width, mi->patch_size,
+                                   pv, (size_t)mi->n_patches * mi->patch_dim, err, el);
+    mact_image_free(&img);
+    return rc ? -1 : 0;
 }
 
 static int load_model(const char *dir, mact_precision prec, int threads, mact_model **m, mact_session **s, char *err,
@@ -315,8 +343,24 @@ static int cmd_prune_analyze_main(int argc, char **argv)
         mact_vit_probe_run(s, pv, &probe);
     }
     if (a.dataset) {
-        int n = dataset_frames(a.dataset, a.frames ? a.frames : 64, &mi, pv, s, &probe, err, sizeof err);
-        if (n < 0) { fprintf(stderr, "mact prune-analyze: %s\n", err); rc = 1; goto out; }
+        ds_frame *fr;
+        int n;
+        if (dataset_frames(a.dataset, a.frames ? a.frames : 64, &fr, &n, err, sizeof err)) {
+            fprintf(stderr, "mact prune-analyze: %s\n", err);
+            rc = 1;
+            goto out;
+        }
+        for (int i = 0; i < n && !rc; i++) {
+            if (frame_pixels(&fr[i], &mi, pv, err, sizeof err)) {
+                fprintf(stderr, "mact prune-analyze: %s: %s\n", fr[i].name, err);
+                rc = 1;
+            } else {
+                mact_session_enter(s);
+                mact_vit_probe_run(s, pv, &probe);
+            }
+        }
+        free_frames(fr, n);
+        if (rc) goto out;
         a.n_images = n;
     }
     int deepest = 0;
@@ -456,8 +500,9 @@ static int cmd_prune_main(int argc, char **argv)
 
 static int cmd_distill_eval_main(int argc, char **argv)
 {
-    const char *teacher = NULL, *student = NULL, *json = NULL, *images[MAX_IMAGES];
+    const char *teacher = NULL, *student = NULL, *json = NULL, *images[MAX_IMAGES], *dataset = NULL;
     int n_img = 0, threads = 0;
+    long frames = 0;
     mact_precision prec = MACT_PRECISION_FP32;
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
@@ -471,13 +516,26 @@ static int cmd_distill_eval_main(int argc, char **argv)
             images[n_img++] = argv[++i];
         } else if (!strcmp(o, "--precision") && more) {
             if (mact_precision_parse(argv[++i], &prec)) return usage_prune(stderr);
-        } else if (!strcmp(o, "--dataset")) {
-            fprintf(stderr, "mact distill-eval: --dataset: the LeRobot dataset reader is not part of mact yet; give the "
-                    "held-out frames as image files with --image\n");
-            return 2;
+        } else if (!strcmp(o, "--dataset") && more) dataset = argv[++i];
+        else if (!strcmp(o, "--frames") && more) {
+            char *end;
+            frames = strtol(argv[++i], &end, 10);
+            if (*end || frames < 1 || frames > MAX_IMAGES) {
+                fprintf(stderr, "mact distill-eval: --frames needs an integer in 1..%d\n", MAX_IMAGES);
+                return 2;
+            }
         } else return usage_prune(stderr);
     }
-    if (!teacher || !student || !n_img) return usage_prune(stderr);
+    if (!teacher || !student || (!n_img == !dataset) || (frames && !dataset)) return usage_prune(stderr);
+    ds_frame *fr = NULL;
+    char derr[1024];
+    if (dataset) {
+        if (dataset_frames(dataset, frames ? frames : 64, &fr, &n_img, derr, sizeof derr)) {
+            fprintf(stderr, "mact distill-eval: %s\n", derr);
+            return 1;
+        }
+        for (int i = 0; i < n_img; i++) images[i] = fr[i].name;
+    }
     char err[2048];
     mact_model *mt = NULL, *ms = NULL;
     mact_session *st = NULL, *ss = NULL;
@@ -515,7 +573,10 @@ static int cmd_distill_eval_main(int argc, char **argv)
     int64_t n_tok = 0, n_ident = 0;
     double worst_abs = 0;
     for (int i = 0; i < n_img; i++) {
-        if (load_pixels(images[i], &it, pv, err, sizeof err)) { fprintf(stderr, "mact distill-eval: %s\n", err); goto out; }
+        if (fr ? frame_pixels(&fr[i], &it, pv, err, sizeof err) : load_pixels(images[i], &it, pv, err, sizeof err)) {
+            fprintf(stderr, "mact distill-eval: %s: %s\n", images[i], err);
+            goto out;
+        }
         if (mact_vision(st, pv, 1, et) || mact_vision(ss, pv, 1, es)) {
             fprintf(stderr, "mact distill-eval: %s%s\n", mact_session_error(st), mact_session_error(ss));
             goto out;
@@ -567,6 +628,7 @@ static int cmd_distill_eval_main(int argc, char **argv)
     }
     rc = 0;
 out:
+    free_frames(fr, n_img);
     if (jf) fclose(jf);
     free(pv);
     free(et);
