@@ -750,6 +750,17 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
     return 0;
 }
 
+/* A refused WebSocket upgrade: lws_return_http_status answers it as HTTP/1.0, which WebSocket clients reject as
+ * "not a valid HTTP response" instead of reading the status, so the response is written whole here. */
+static int raw_status(struct lws *wsi, const char *status, const char *body)
+{
+    char t[LWS_PRE + 512];
+    int n = snprintf(t + LWS_PRE, sizeof t - LWS_PRE, "HTTP/1.1 %s\r\ncontent-type: text/plain\r\ncontent-length: %zu\r\n"
+                     "connection: close\r\n\r\n%s\n", status, strlen(body) + 1, body);
+    lws_write(wsi, (unsigned char *)t + LWS_PRE, (size_t)n, LWS_WRITE_HTTP_FINAL);
+    return 1;
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
     const struct lws_protocols *pr = lws_get_protocol(wsi);
@@ -794,18 +805,15 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (pss) conn_close(S, pss);
         return 0;
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-        if (proto == SRV_ACT) {
-            lws_return_http_status(wsi, 400, "the /act port speaks HTTP only");
-            return 1;
-        }
+        if (proto == SRV_ACT) return raw_status(wsi, "400 Bad Request", "the /act port speaks HTTP only");
         if (!auth_ok(S, wsi, proto)) {
             pthread_mutex_lock(&S->mm);
             S->cnt[proto][OC_UNAUTH]++;
             pthread_mutex_unlock(&S->mm);
-            lws_return_http_status(wsi, 401, "unauthorized: send Authorization: Api-Key <key> or Bearer <key>");
-            return 1;
+            log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, "unauthorized", 0, 0, 0, 0, "missing or wrong API key");
+            return raw_status(wsi, "401 Unauthorized", "unauthorized: send Authorization: Api-Key <key> or Bearer <key>");
         }
-        if (atomic_load(&S->draining)) { lws_return_http_status(wsi, 503, "shutting down"); return 1; }
+        if (atomic_load(&S->draining)) return raw_status(wsi, "503 Service Unavailable", "shutting down");
         return 0;
     case LWS_CALLBACK_ESTABLISHED: {
         if (pss->conn) conn_close(S, pss);
