@@ -107,6 +107,7 @@ typedef struct srv_msg {
 } srv_msg;
 
 typedef struct srv_conn {
+    struct srv_conn *prev, *next;  /* every open connection (event-loop thread) */
     int proto;
     int port_index;
     struct lws *wsi;           /* event-loop thread only; NULL once closed */

@@ -54,6 +54,7 @@ struct srv {
     srv_job *dhead, *dtail;
     atomic_int ready, draining, load_failed, exiting;
     atomic_int jobs_live, outs_pending, conns;
+    srv_conn *all;  /* open connections: freed after lws_context_destroy if lws did not close them */
     char key[512];
     size_t keylen;
     double t0, cold_start_ms;
@@ -262,11 +263,11 @@ static void msg_free(srv_msg *m)
     free(m);
 }
 
-static void conn_close(srv *S, pss_t *pss)
+static void conn_free_open(srv *S, srv_conn *c)
 {
-    srv_conn *c = pss->conn;
-    if (!c) return;
-    pss->conn = NULL;
+    if (c->prev) c->prev->next = c->next;
+    else S->all = c->next;
+    if (c->next) c->next->prev = c->prev;
     atomic_store(&c->closed, 1);
     c->wsi = NULL;
     free(c->rx);
@@ -279,6 +280,14 @@ static void conn_close(srv *S, pss_t *pss)
     conn_unref(S, c);
 }
 
+static void conn_close(srv *S, pss_t *pss)
+{
+    srv_conn *c = pss->conn;
+    if (!c) return;
+    pss->conn = NULL;
+    conn_free_open(S, c);
+}
+
 static srv_conn *conn_new(srv *S, struct lws *wsi, int proto)
 {
     srv_conn *c = calloc(1, sizeof *c);
@@ -288,6 +297,9 @@ static srv_conn *conn_new(srv *S, struct lws *wsi, int proto)
     atomic_init(&c->refs, 1);
     lws_get_peer_simple(wsi, c->peer, sizeof c->peer);
     atomic_fetch_add(&S->conns, 1);
+    c->next = S->all;
+    if (S->all) S->all->prev = c;
+    S->all = c;
     return c;
 }
 
@@ -799,6 +811,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (!pss || !pss->conn) return -1;
         return write_http(S, wsi, pss->conn);
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:  /* a finished keep-alive transaction: lws frees the pss */
     case LWS_CALLBACK_CLOSED_HTTP:
     case LWS_CALLBACK_CLOSED:
     case LWS_CALLBACK_WSI_DESTROY:
@@ -975,6 +988,7 @@ int srv_run(const srv_config *cfg)
     atomic_store(&S->exiting, 1);
     pthread_join(sigt, NULL);
     lws_context_destroy(S->ctx);
+    while (S->all) conn_free_open(S, S->all);
     drain_done(S);
     while (S->qhead) {
         srv_job *j = S->qhead;
