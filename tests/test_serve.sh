@@ -28,10 +28,18 @@ wait_ready() {  # pid port
     done
     return 1
 }
-start() {  # log args...
+start() {  # log args...  (ports A B C are picked here; a port taken meanwhile: try again with new ones)
     local log=$1; shift
-    "$MACT" serve --model "$T/tiny" "$@" >"$log" 2>&1 &
-    SPID=$!
+    for _ in 1 2 3 4 5; do
+        read -r A B C < <(ports)
+        local args=() x
+        for x in "$@"; do case "$x" in @A) args+=("$A") ;; @B) args+=("$B") ;; @C) args+=("$C") ;; *) args+=("$x") ;; esac; done
+        "$MACT" serve --model "$T/tiny" "${args[@]}" >"$log" 2>&1 &
+        SPID=$!
+        for _ in $(seq 1 20); do kill -0 "$SPID" 2>/dev/null || break; grep -q "ready in\|cannot listen" "$log" && break; sleep 0.1; done
+        kill -0 "$SPID" 2>/dev/null && ! grep -q "cannot listen" "$log" && return 0
+        wait "$SPID" 2>/dev/null
+    done
 }
 stop() {  # expects exit 0 after SIGTERM
     kill -TERM "$SPID" 2>/dev/null
@@ -40,8 +48,7 @@ stop() {  # expects exit 0 after SIGTERM
     return $rc
 }
 
-read -r A B C < <(ports)
-start "$T/serve1.log" --openpi "$A" --act "$B" --vla-eval "$C" --max-message-mb 4 --idle-timeout 3
+start "$T/serve1.log" --openpi @A --act @B --vla-eval @C --max-message-mb 4 --idle-timeout 3
 if ! wait_ready "$SPID" "$A"; then failt serve_ready "server did not become ready: $(tail -3 "$T/serve1.log")"; exit 1; fi
 pass serve_ready
 "$PY" tests/serve/test_protocols.py "$T/tiny" "$T" "$A" "$B" "$C" || fail=1
@@ -52,16 +59,14 @@ if stop; then pass serve_sigterm_exit_0; else failt serve_sigterm_exit_0 "exit s
 grep -E "ERROR: AddressSanitizer|runtime error:" "$T/serve1.log" && failt serve_sanitizer "see $T/serve1.log"
 
 printf 'sekret\n' >"$T/key"
-read -r A B C < <(ports)
-start "$T/serve2.log" --openpi "$A" --act "$B" --vla-eval "$C" --api-key-file "$T/key" --api-key-protocols openpi,act \
+start "$T/serve2.log" --openpi @A --act @B --vla-eval @C --api-key-file "$T/key" --api-key-protocols openpi,act \
     --queue 1 --deadline-ms 5
 if wait_ready "$SPID" "$A"; then
     "$PY" tests/serve/test_auth_busy.py "$A" "$B" "$C" || fail=1
     stop || failt serve2_exit "exit status $?"
 else failt serve2_ready "$(tail -3 "$T/serve2.log")"; fi
 
-read -r A B C < <(ports)
-start "$T/serve3.log" --act "$B"
+start "$T/serve3.log" --act @B
 if wait_ready "$SPID" "$B"; then
     "$PY" tests/serve/test_drain.py "$SPID" "$B" || fail=1
     rc=0; wait "$SPID" || rc=$?

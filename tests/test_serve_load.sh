@@ -16,9 +16,11 @@ import socket
 ss=[socket.socket() for _ in range(3)]
 [s.bind(('127.0.0.1',0)) for s in ss]
 print(' '.join(str(s.getsockname()[1]) for s in ss))")
+# shellcheck disable=SC2086
 "$MACT" serve --model "$T/tiny" --openpi "$A" --act "$B" --vla-eval "$C" --quiet ${SERVE_ARGS:-} >"$T/serve.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$A/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; curl -sf "http://127.0.0.1:$A/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null || { echo "FAIL serve_load_start: $(tail -2 "$T/serve.log")"; exit 1; }
 fail=0
 # shellcheck disable=SC2086
 "$PY" tests/serve/test_load.py "$A" "$B" "$C" ${SERVE_LOAD:-16 25} || fail=1

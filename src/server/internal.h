@@ -138,7 +138,7 @@ typedef struct srv_job {
     srv_out *out, *out_tail;
     /* for the log line and metrics */
     const char *outcome;       /* ok, bad_request, error, dropped, deadline, control */
-    double infer_ms;
+    double infer_ms, decode_ms;   /* decode: from the worker's start to mact_predict */
     mact_timings timings;
     int did_infer;
     char id[128];

@@ -141,17 +141,17 @@ static int oc_index(const char *o)
 }
 
 static void log_line(srv *S, int proto, const char *peer, const char *id, const char *outcome, double queue_ms,
-                     double infer_ms, double total_ms, size_t in_bytes, const char *detail)
+                     double decode_ms, double infer_ms, double total_ms, size_t in_bytes, const char *detail)
 {
     if (!S->c.log_requests) return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
-    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s peer=%s id=%s outcome=%s queue_ms=%.2f infer_ms=%.2f "
-            "total_ms=%.2f bytes=%zu%s%s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s peer=%s id=%s outcome=%s queue_ms=%.2f decode_ms=%.2f "
+            "infer_ms=%.2f total_ms=%.2f bytes=%zu%s%s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
             tm.tm_sec, ts.tv_nsec / 1000000, PROTO_NAME[proto], peer, id && *id ? id : "-", outcome, queue_ms,
-            infer_ms, total_ms, in_bytes, detail && *detail ? " detail=" : "", detail ? detail : "");
+            decode_ms, infer_ms, total_ms, in_bytes, detail && *detail ? " detail=" : "", detail ? detail : "");
 }
 
 static void metrics_text(srv *S, srv_buf *b)
@@ -327,7 +327,7 @@ static void reject_now(srv *S, srv_conn *c, srv_msg *m, int status, const char *
     pthread_mutex_lock(&S->mm);
     S->cnt[c->proto][oc_index(oc)]++;
     pthread_mutex_unlock(&S->mm);
-    log_line(S, c->proto, c->peer, NULL, oc, 0, 0, m ? srv_now_ms() - m->t_recv : 0, m ? m->len : 0, text);
+    log_line(S, c->proto, c->peer, NULL, oc, 0, 0, 0, m ? srv_now_ms() - m->t_recv : 0, m ? m->len : 0, text);
     msg_free(m);
 }
 
@@ -415,6 +415,7 @@ int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv
     in.options.seed = r->seed;
     *out = (mact_predict_output){.actions = w->actions, .actions_cap = w->cap};
     double t0 = srv_now_ms();
+    j->decode_ms = t0 - j->t_start;
     int rc = mact_predict(w->s, &in, out);
     j->infer_ms = srv_now_ms() - t0;
     j->did_infer = 1;
@@ -479,7 +480,7 @@ static void *worker_main(void *arg)
         }
         pthread_mutex_unlock(&S->mm);
         if (strcmp(j->outcome, "control") || j->detail[0] == 0 || strstr(j->detail, "hello"))
-            log_line(S, c->proto, c->peer, j->id, j->outcome, qms, j->infer_ms, total, j->msg->len, j->detail);
+            log_line(S, c->proto, c->peer, j->id, j->outcome, qms, j->decode_ms, j->infer_ms, total, j->msg->len, j->detail);
         pthread_mutex_lock(&S->dm);
         if (S->dtail) S->dtail->next = j;
         else S->dhead = j;
@@ -723,7 +724,7 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
             pthread_mutex_lock(&S->mm);
             S->cnt[proto][OC_UNAUTH]++;
             pthread_mutex_unlock(&S->mm);
-            log_line(S, proto, c->peer, NULL, "unauthorized", 0, 0, 0, 0, "missing or wrong API key");
+            log_line(S, proto, c->peer, NULL, "unauthorized", 0, 0, 0, 0, 0, "missing or wrong API key");
             http_reply(S, c, 401, "application/json", "{\"error\": \"unauthorized: send Authorization: Api-Key <key> or Bearer <key>\"}\n", c->http_post);
             if (c->http_post) c->http_oversize = 1;
             return 0;
@@ -751,7 +752,7 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
             pthread_mutex_lock(&S->mm);
             S->cnt[proto][OC_BAD]++;
             pthread_mutex_unlock(&S->mm);
-            log_line(S, proto, c->peer, NULL, "bad_request", 0, 0, 0, (size_t)n, "body over the size limit");
+            log_line(S, proto, c->peer, NULL, "bad_request", 0, 0, 0, 0, (size_t)n, "body over the size limit");
             return 0;
         }
         lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, S->c.idle_timeout_s);
@@ -823,7 +824,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             pthread_mutex_lock(&S->mm);
             S->cnt[proto][OC_UNAUTH]++;
             pthread_mutex_unlock(&S->mm);
-            log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, "unauthorized", 0, 0, 0, 0, "missing or wrong API key");
+            log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, "unauthorized", 0, 0, 0, 0, 0, "missing or wrong API key");
             return raw_status(wsi, "401 Unauthorized", "unauthorized: send Authorization: Api-Key <key> or Bearer <key>");
         }
         if (atomic_load(&S->draining)) return raw_status(wsi, "503 Service Unavailable", "shutting down");
@@ -853,7 +854,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             pthread_mutex_lock(&S->mm);
             S->cnt[proto][OC_BAD]++;
             pthread_mutex_unlock(&S->mm);
-            log_line(S, proto, c->peer, NULL, "bad_request", 0, 0, 0, c->rx_len + len + rem, t);
+            log_line(S, proto, c->peer, NULL, "bad_request", 0, 0, 0, 0, c->rx_len + len + rem, t);
             return 0;
         }
         if (rx_append(c, in, len, len + rem)) return -1;

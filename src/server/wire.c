@@ -145,13 +145,24 @@ void srv_b64_encode(srv_buf *b, const uint8_t *p, size_t n)
     b->buf[SRV_PRE + b->len] = 0;
 }
 
-static int b64_digit(uint8_t c)
-{
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
+static const int8_t B64_REV[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 62, -1, -1, -1, 63,
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, -1, -1, -1, -1, -1, -1,
+    -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, -1,
+    -1, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+    41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
 
 int srv_b64_decode(const char *s, size_t n, uint8_t **out, size_t *outlen)
 {
@@ -161,20 +172,27 @@ int srv_b64_decode(const char *s, size_t n, uint8_t **out, size_t *outlen)
     size_t olen = n / 4 * 3 - pad;
     uint8_t *o = malloc(olen ? olen : 1);
     if (!o) return -1;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i += 4) {
-        uint32_t v = 0;
-        for (int j = 0; j < 4; j++) {
-            uint8_t c = (uint8_t)s[i + j];
-            int d;
-            if (c == '=' && i + 4 == n && j >= 4 - (int)pad) d = 0;
-            else if ((d = b64_digit(c)) < 0) { free(o); return -1; }
-            v = v << 6 | (uint32_t)d;
-        }
-        if (k < olen) o[k++] = (uint8_t)(v >> 16);
-        if (k < olen) o[k++] = (uint8_t)(v >> 8);
-        if (k < olen) o[k++] = (uint8_t)v;
+    const uint8_t *u = (const uint8_t *)s;
+    size_t full = pad ? n - 4 : n, k = 0;
+    int bad = 0;
+    for (size_t i = 0; i < full; i += 4) {  /* branch-free body: any invalid character sets a sign bit */
+        int32_t a = B64_REV[u[i]], b = B64_REV[u[i + 1]], c = B64_REV[u[i + 2]], d = B64_REV[u[i + 3]];
+        bad |= a | b | c | d;
+        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+        o[k] = (uint8_t)(v >> 16);
+        o[k + 1] = (uint8_t)(v >> 8);
+        o[k + 2] = (uint8_t)v;
+        k += 3;
     }
+    if (pad) {
+        size_t i = n - 4;
+        int32_t a = B64_REV[u[i]], b = B64_REV[u[i + 1]], c = pad == 2 ? 0 : B64_REV[u[i + 2]];
+        bad |= a | b | c;
+        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6;
+        o[k++] = (uint8_t)(v >> 16);
+        if (pad == 1) o[k++] = (uint8_t)(v >> 8);
+    }
+    if (bad < 0) { free(o); return -1; }
     *out = o;
     *outlen = olen;
     return 0;
@@ -427,8 +445,9 @@ cJSON *srv_json_parse(const char *p, size_t n, int max_depth, char *err, size_t 
     for (size_t i = 0; i < n; i++) {
         char ch = p[i];
         if (in_str) {
-            if (ch == '\\') i++;
-            else if (ch == '"') in_str = 0;
+            while (i < n && p[i] != '"' && p[i] != '\\') i++;
+            if (i < n && p[i] == '\\') i++;
+            else in_str = 0;
             continue;
         }
         if (ch == '"') in_str = 1;
@@ -444,9 +463,15 @@ cJSON *srv_json_parse(const char *p, size_t n, int max_depth, char *err, size_t 
     for (size_t i = 0; i < n; i++) {
         char ch = p[i];
         if (in_str) {
-            q[k++] = ch;
-            if (ch == '\\' && i + 1 < n) q[k++] = p[++i];
-            else if (ch == '"') in_str = 0;
+            size_t e = i;
+            while (e < n && p[e] != '"' && p[e] != '\\') e++;
+            memcpy(q + k, p + i, e - i);
+            k += e - i;
+            i = e;
+            if (i >= n) break;
+            q[k++] = p[i];
+            if (p[i] == '\\' && i + 1 < n) q[k++] = p[++i];
+            else if (p[i] == '"') in_str = 0;
             continue;
         }
         if (ch == '"') in_str = 1;

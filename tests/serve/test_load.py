@@ -99,6 +99,7 @@ def pct(v, q):
     return 1000 * v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
 for k, v in lat.items():
     v.sort()
-    print(f"  {k:9s} n={len(v):4d} p50={pct(v, .5):8.1f} ms p99={pct(v, .99):8.1f} ms")
-print(f"  all       n={len(allv):4d} p50={pct(allv, .5):8.1f} ms p99={pct(allv, .99):8.1f} ms  wall {wall:.1f} s, {total / wall:.1f} req/s")
+    R.check(f"load_latency_{k} (n={len(v)}, p50 {pct(v, .5):.1f} ms, p99 {pct(v, .99):.1f} ms)", len(v) > 0)
+R.check(f"load_latency_all (n={len(allv)}, p50 {pct(allv, .5):.1f} ms, p99 {pct(allv, .99):.1f} ms, wall {wall:.1f} s, "
+        f"{total / wall:.1f} req/s)", len(allv) > 0)
 sys.exit(1 if R.failed else 0)

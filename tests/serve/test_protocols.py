@@ -45,6 +45,16 @@ _, r3 = asyncio.run(openpi_infer(P_OP, obs2))
 R.check("openpi_list_state_plain_seed", bitwise_equal(r3["actions"], ref), "differs")
 R.check("openpi_healthz", get(P_OP, "/healthz").status_code == 200)
 
+
+async def openpi_path():  # openpi serves any path
+    async with websockets.connect(f"ws://{HOST}:{P_OP}/some/policy", max_size=None, compression=None) as ws:
+        await ws.recv()
+        await ws.send(op_pack(obs))
+        return op_unpack(await ws.recv())
+
+
+R.check("openpi_any_path", bitwise_equal(asyncio.run(openpi_path())["actions"], ref), "differs")
+
 # ---- /act: DROID raw frames, then images_jpeg, then YAM (three cameras) ----
 ext, wr = rng_frame(rng, 360, 640), rng_frame(rng, 180, 320)
 ref = mact_run(model, [save_frame(f"{tmp}/a_ext.npy", ext), save_frame(f"{tmp}/a_wr.npy", wr)], task, state, 3)
