@@ -72,7 +72,7 @@ async def run_openpi(n):
             t = time.perf_counter()
             await ws.send(msg)
             r = op_unpack(await ws.recv())
-            out.append(((time.perf_counter() - t) * 1e3, r["server_timing"]["infer_ms"]))
+            out.append(((time.perf_counter() - t) * 1e3, r["server_timing"]["infer_ms"], r["server_timing"]["server_ms"]))
             await asyncio.sleep(max(0, a.period_ms / 1e3 - (time.perf_counter() - t)))
     return out
 
@@ -89,7 +89,7 @@ def run_act(n, jpeg):
         data = json.dumps(body)
         t = time.perf_counter()
         r = s.post(f"http://{HOST}:{P_ACT}/act", data=data).json()
-        out.append(((time.perf_counter() - t) * 1e3, r["infer_ms"]))
+        out.append(((time.perf_counter() - t) * 1e3, r["infer_ms"], r["dt_ms"]))
         time.sleep(max(0, a.period_ms / 1e3 - (time.perf_counter() - t)))
     return out
 
@@ -110,7 +110,7 @@ async def run_vla(n, jpeg):
             t = time.perf_counter()
             await ws.send(msg)
             r = vla_unpack(await ws.recv())
-            out.append(((time.perf_counter() - t) * 1e3, r["payload"]["infer_ms"]))
+            out.append(((time.perf_counter() - t) * 1e3, r["payload"]["infer_ms"], r["payload"]["server_ms"]))
             await asyncio.sleep(max(0, a.period_ms / 1e3 - (time.perf_counter() - t)))
     return out
 
@@ -124,7 +124,9 @@ cases = [("openpi", "raw", lambda n: asyncio.run(run_openpi(n))),
          ("act", "raw", lambda n: run_act(n, False)), ("act", "jpeg", lambda n: run_act(n, True)),
          ("vla-eval", "raw", lambda n: asyncio.run(run_vla(n, False))), ("vla-eval", "jpeg", lambda n: asyncio.run(run_vla(n, True)))]
 print(f"{a.cams} x 640x480 frames, one request per {a.period_ms:.0f} ms, n={a.n} per case (ms)")
-print(f"{'protocol':9s} {'frames':6s} {'lat p50':>8s} {'lat p99':>8s} {'inf p50':>8s} {'ovh p50':>8s} {'ovh p99':>8s} {'first':>8s} {'first/steady':>12s}")
+print("lat: client send -> reply; inf: mact_predict (resize included); ovh = lat - inf (client + transport + server);")
+print("srv = the server's own part: from the whole message received to the reply encoded, minus inf")
+print(f"{'protocol':9s} {'frames':6s} {'lat p50':>8s} {'lat p99':>8s} {'inf p50':>8s} {'ovh p50':>8s} {'ovh p99':>8s} {'srv p50':>8s} {'srv p99':>8s} {'first':>8s} {'first/steady':>12s}")
 first_done = False
 for proto, kind, fn in cases:
     res = fn(a.n + 1)
@@ -132,9 +134,10 @@ for proto, kind, fn in cases:
     lat = [x[0] for x in steady]
     ovh = [x[0] - x[1] for x in steady]
     inf = [x[1] for x in steady]
+    so = [x[2] - x[1] for x in steady]
     tag = "" if first_done else " (first after ready)"
     first_done = True
-    print(f"{proto:9s} {kind:6s} {pct(lat, .5):8.2f} {pct(lat, .99):8.2f} {pct(inf, .5):8.2f} {pct(ovh, .5):8.2f} {pct(ovh, .99):8.2f} "
+    print(f"{proto:9s} {kind:6s} {pct(lat, .5):8.2f} {pct(lat, .99):8.2f} {pct(inf, .5):8.2f} {pct(ovh, .5):8.2f} {pct(ovh, .99):8.2f} {pct(so, .5):8.2f} {pct(so, .99):8.2f} "
           f"{first[0]:8.2f} {first[0] / pct(lat, .5):12.3f}{tag}")
 srv.terminate()
 srv.wait(60)

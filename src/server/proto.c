@@ -246,8 +246,9 @@ void srv_handle_openpi(srv *S, srv_worker *w, srv_job *j)
     size_t shape[2] = {out.n_steps, out.action_dim};
     pk_ndarray(&pk, 1, out.actions, 2, shape);
     pk_str(&pk, "server_timing");
-    msgpack_pack_map(&pk, prev > 0 ? 3 : 2);
+    msgpack_pack_map(&pk, prev > 0 ? 4 : 3);
     pk_str(&pk, "infer_ms"); msgpack_pack_double(&pk, j->infer_ms);
+    pk_str(&pk, "server_ms"); msgpack_pack_double(&pk, srv_now_ms() - j->msg->t_recv);
     pk_str(&pk, "queue_ms"); msgpack_pack_double(&pk, j->t_start - j->t_enq);
     if (prev > 0) { pk_str(&pk, "prev_total_ms"); msgpack_pack_double(&pk, (double)prev / 1000.0); }
     pk_str(&pk, "policy_timing");
@@ -399,7 +400,8 @@ void srv_handle_vla(srv *S, srv_worker *w, srv_job *j)
     srv_out *o = vla_begin(&pk, "action", seq);
     if (!o) { j->outcome = "error"; FAILJ("out of memory"); }
     size_t shape[1] = {(size_t)cn->chunk_dim};
-    msgpack_pack_map(&pk, 5 + r.has_id);
+    msgpack_pack_map(&pk, 6 + r.has_id);
+    pk_str(&pk, "server_ms"); msgpack_pack_double(&pk, srv_now_ms() - j->msg->t_recv);
     pk_str(&pk, "actions");
     pk_ndarray(&pk, 0, cn->chunk + (size_t)cn->chunk_pos * cn->chunk_dim, 1, shape);
     pk_str(&pk, "chunk_index"); msgpack_pack_int(&pk, cn->chunk_pos);
