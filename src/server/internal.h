@@ -167,6 +167,7 @@ const srv_config *srv_cfg(const srv *S);
 const mact_model_info *srv_model_info(const srv *S);
 const mact_norm_stats *srv_norms(const srv *S);
 int srv_default_state_dim(const srv *S);
+int srv_model_cameras(const srv *S);   /* the default tag's camera count; 0 when it names none */
 void srv_identity_json(srv *S, srv_buf *b);
 /* Runs mact_predict for r; fills out. 0 or -1 with err. Checks the actions are finite. */
 int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err, size_t el);

@@ -449,7 +449,7 @@ static int js_request(srv *S, const cJSON *obj, srv_req *r, char *err, size_t el
     snprintf(yshort, sizeof yshort, "%s", y->cams[0]);
     char *us = strstr(yshort, "_cam");
     if (us) *us = 0;
-    if (srv_js_get(obj, y->cams[0]) || (jp && (cJSON_GetObjectItemCaseSensitive(jp, y->cams[0]) ||
+    if ((srv_model_cameras(S) == y->n_cams && !srv_js_get(obj, k->cams[0])) || srv_js_get(obj, y->cams[0]) || (jp && (cJSON_GetObjectItemCaseSensitive(jp, y->cams[0]) ||
                                               cJSON_GetObjectItemCaseSensitive(jp, yshort))))
         k = y;
     for (int i = 0; i < k->n_cams; i++) {

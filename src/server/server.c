@@ -38,7 +38,7 @@ struct srv {
     mact_model *m;
     mact_model_info mi;
     mact_norm_stats *ns;
-    int state_dim;
+    int state_dim, n_cameras;  /* of the default norm tag (n_cameras 0: the tag names none) */
     char tag_name[128];
     srv_worker *w;
     pthread_t *wt;
@@ -75,6 +75,7 @@ const srv_config *srv_cfg(const srv *S) { return &S->c; }
 const mact_model_info *srv_model_info(const srv *S) { return &S->mi; }
 const mact_norm_stats *srv_norms(const srv *S) { return S->ns; }
 int srv_default_state_dim(const srv *S) { return S->state_dim; }
+int srv_model_cameras(const srv *S) { return S->n_cameras; }
 
 static void set_keys(srv_keys *k, const char *cams, const char *state, const char *task)
 {
@@ -209,7 +210,8 @@ void srv_identity_json(srv *S, srv_buf *b)
     srv_buf_printf(b, "{\"status\": \"%s\", \"repo_id\": \"%s\", \"norm_tag\": \"%s\", \"num_cameras\": %d, "
                    "\"state_dim\": %d, \"device\": \"cpu\", \"dtype\": \"%s\", \"server\": \"mact %s\", "
                    "\"max_action_horizon\": %d, \"workers\": %d}\n",
-                   atomic_load(&S->ready) ? "ok" : "loading", base, S->tag_name, S->c.keys[SRV_ACT].n_cams, S->state_dim,
+                   atomic_load(&S->ready) ? "ok" : "loading", base, S->tag_name,
+                   S->n_cameras > 0 ? S->n_cameras : S->c.keys[SRV_ACT].n_cams, S->state_dim,
                    mact_precision_str(S->mi.precision), MACT_VERSION_STRING, S->mi.max_action_horizon, S->nw);
 }
 
@@ -524,11 +526,13 @@ static void *loader_main(void *arg)
     if (!tag && S->c.norm_tag) goto fail;
     if (!tag) tag = &S->ns->tags[0];
     S->state_dim = tag->state.dim;
+    S->n_cameras = tag->n_cameras;
     snprintf(S->tag_name, sizeof S->tag_name, "%s", tag->name);
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int tpw = S->c.threads_per_worker > 0 ? S->c.threads_per_worker : (ncpu / S->nw > 0 ? ncpu / S->nw : 1);
     int ncam = 1;
     for (int p = 0; p < SRV_NPROTO; p++) if (S->c.port[p] && S->c.keys[p].n_cams > ncam) ncam = S->c.keys[p].n_cams;
+    if (S->n_cameras > 0 && S->n_cameras <= SRV_MAX_CAMS) ncam = S->n_cameras;
     int hh = S->mi.image_height, ww = S->mi.image_width;
     uint8_t *gray = malloc((size_t)hh * ww * 3);
     float *st = calloc(MACT_NORM_MAX_DIM, sizeof(float));
