@@ -402,7 +402,15 @@ static int frame_from_arr(const srv_arr *a, const srv_config *c, mact_image *img
         img->width = w;
         return 0;
     }
-    if (a->kind == 'f' && a->isz == 4 && ch == 3) return mact_image_from_f32((const float *)(const void *)a->data, h, w, img, err, el) ? -1 : 0;
+    if (a->kind == 'f' && a->isz == 4 && ch == 3) {
+        /* the bytes sit wherever the message put them: an aligned copy before reading them as floats */
+        float *f = malloc(a->count * sizeof(float));
+        if (!f) FAIL("out of memory");
+        memcpy(f, a->data, a->count * sizeof(float));
+        int rc = mact_image_from_f32(f, h, w, img, err, el) ? -1 : 0;
+        free(f);
+        return rc;
+    }
     FAIL("a camera frame must be uint8 (or float32 in [0, 1])");
 }
 

@@ -312,4 +312,16 @@ with ThreadPoolExecutor(50) as ex:
     codes = list(ex.map(lambda i: get(PORTS[i % 3], "/livez").status_code, range(200)))
 R.check("200_http_livez_at_once", codes.count(200) == 200, str(set(codes)))
 after("200_connections")
+# float32 frames in [0, 1] (an unaligned buffer inside the message) are accepted
+_, r = asyncio.run(openpi_infer(P_OP, dict(OP_OBS, **{"observation/image": (F1 / 255.0).astype(np.float32)})))
+R.check("openpi_float32_frame", r["actions"].ndim == 2)
+# every connection the faults opened is gone again (no connection state kept)
+n = -1
+for _ in range(50):
+    m = get(P_OP, "/metrics").text
+    n = int(float([l for l in m.splitlines() if l.startswith("mact_connections ")][0].split()[1]))
+    if n <= 1:
+        break
+    time.sleep(0.1)
+R.check("connections_released", n <= 1, f"mact_connections {n}")
 sys.exit(1 if R.failed else 0)
