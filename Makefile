@@ -45,6 +45,10 @@ LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
 DEV_SRC  := $(wildcard src/dev/*.c)
 DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o)
+# the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so
+SERVER_SRC := $(wildcard src/server/*.c)
+SERVER_OBJ := $(SERVER_SRC:src/%.c=$(BUILD)/obj/%.o)
+SERVER_LIBS := -lwebsockets -lmsgpackc
 HDRS     := $(wildcard include/*.h src/*/*.h src/*/*/*.h)
 TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool
 
@@ -53,6 +57,14 @@ all: $(BUILD)/mact $(BUILD)/libmact.so $(BUILD)/mact.pc $(TESTS)
 $(BUILD)/obj/dev/%.o: src/dev/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/server/%.o: src/server/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libmact_server.a: $(SERVER_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -78,8 +90,8 @@ $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 # the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart and eval's plot
-$(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) -Itools $(wildcard tools/*.c) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) -lcairo -o $@
+$(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact_server.a $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
+	$(CC) $(CFLAGS) -Itools $(wildcard tools/*.c) $(BUILD)/libmact_server.a $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(SERVER_LIBS) $(LDLIBS) -lcairo -o $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
 	@mkdir -p $(dir $@)

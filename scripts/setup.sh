@@ -5,9 +5,11 @@ SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libzip-dev
       libcairo2-dev  # mact prune-analyze's bar chart, mact eval's plot
       libsnappy-dev libzstd-dev  # the parquet reader (src/io/parquet.c)
+      libwebsockets-dev libmsgpack-dev  # mact serve (src/server/)
       python3 python3-numpy python3-torch libopenblas0-pthread
       clang-14 libclang-rt-14-dev  # clang + libFuzzer/sanitizer runtimes: make fuzz, tests/test_fuzz_smoke.sh
-      python3-pil python3-pip python3-setuptools python3-wheel)  # the Python package (python/) and its tests
+      python3-pil python3-pip python3-setuptools python3-wheel  # the Python package (python/) and its tests
+      python3-websockets python3-msgpack python3-requests)  # mact serve's test clients (tests/serve/)
 # node/npm only for the tokenizer equivalence test against HF's Rust tokenizers (npm packages)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)

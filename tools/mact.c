@@ -22,6 +22,7 @@ static int usage(FILE *f)
             "  stats --dataset DIR [...] --tag TAG [--method lerobot|exact] --out FILE   norm_stats.json from datasets\n"
             "  eval --dataset DIR --out DIR [--model DIR] [--policy model|hold|replay] [--shard I/N]  open-loop MAE\n"
             "  eval merge --out DIR SHARD_DIR ...    merge sharded eval results\n"
+            "  serve --model DIR [--openpi P] [--act P] [--vla-eval P]  resident policy server (serve --help)\n"
             "  inspect MODEL_DIR                     config summary, parameters, bytes, dtype mix\n"
             "  parity GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
             "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n"
@@ -92,6 +93,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "synth-dataset")) return cmd_synth_dataset(argc - 2, argv + 2);
     if (!strcmp(c, "stats")) return cmd_stats(argc - 2, argv + 2);
     if (!strcmp(c, "eval")) return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(c, "serve")) return cmd_serve(argc - 2, argv + 2);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(c, "parity")) return cmd_parity(argc - 2, argv + 2);
     if (!strcmp(c, "prune-analyze")) return cmd_prune_analyze(argc - 2, argv + 2);

@@ -1,0 +1,1017 @@
+/* mact serve's event loop, queue and workers. One thread runs libwebsockets (every port, every connection);
+ * it assembles whole messages and queues them, never decoding or predicting. N worker threads, each owning a
+ * mact_session with its own thread pool, take jobs from a bounded queue, decode, predict, encode and hand the
+ * replies back through a done list and lws_cancel_service. A connection has at most one job in flight (its
+ * later messages wait in a short per-connection backlog), so replies keep the order of requests. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <libwebsockets.h>
+#include "server/internal.h"
+
+_Static_assert(SRV_PRE >= LWS_PRE, "SRV_PRE must cover LWS_PRE");
+
+static const char *const PROTO_NAME[SRV_NPROTO] = {"openpi", "act", "vla-eval"};
+enum { OC_OK, OC_BAD, OC_ERROR, OC_BUSY, OC_DROPPED, OC_DEADLINE, OC_CONTROL, OC_UNAUTH, OC_N };
+static const char *const OC_NAME[OC_N] = {"ok", "bad_request", "error", "busy", "dropped", "deadline", "control", "unauthorized"};
+#define NB 15
+static const double BUCKET[NB] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+enum { H_REQ_OPENPI, H_REQ_ACT, H_REQ_VLA, H_QUEUE, H_PRE, H_VISION, H_LLM, H_ACTION, H_INFER, H_OVERHEAD, H_N };
+static const char *const H_NAME[H_N] = {
+    "mact_request_seconds{protocol=\"openpi\"}", "mact_request_seconds{protocol=\"act\"}",
+    "mact_request_seconds{protocol=\"vla-eval\"}", "mact_queue_wait_seconds", "mact_stage_seconds{stage=\"preprocess\"}",
+    "mact_stage_seconds{stage=\"vision\"}", "mact_stage_seconds{stage=\"llm\"}", "mact_stage_seconds{stage=\"action\"}",
+    "mact_stage_seconds{stage=\"inference\"}", "mact_stage_seconds{stage=\"server_overhead\"}"};
+
+typedef struct { uint64_t n[NB + 1]; double sum; uint64_t count; } histo;
+
+typedef struct { srv *S; int proto; } proto_ctx;
+typedef struct { srv_conn *conn; } pss_t;
+
+struct srv {
+    srv_config c;
+    mact_model *m;
+    mact_model_info mi;
+    mact_norm_stats *ns;
+    int state_dim, n_cameras;  /* of the default norm tag (n_cameras 0: the tag names none) */
+    char tag_name[128];
+    srv_worker *w;
+    pthread_t *wt;
+    int nw, nw_started;
+    struct lws_context *ctx;
+    proto_ctx pctx[SRV_NPROTO];
+    struct lws_protocols protos[SRV_NPROTO][2];
+    pthread_mutex_t qm;
+    pthread_cond_t qc;
+    srv_job *qhead, *qtail;
+    int qlen, stop_workers;
+    pthread_mutex_t dm;
+    srv_job *dhead, *dtail;
+    atomic_int ready, draining, load_failed, exiting;
+    atomic_int jobs_live, outs_pending, conns;
+    srv_conn *all;  /* open connections: freed after lws_context_destroy if lws did not close them */
+    char key[512];
+    size_t keylen;
+    double t0, cold_start_ms;
+    pthread_mutex_t mm;
+    uint64_t cnt[SRV_NPROTO][OC_N];
+    histo h[H_N];
+    uint64_t dropped_conns;
+};
+
+double srv_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+const srv_config *srv_cfg(const srv *S) { return &S->c; }
+const mact_model_info *srv_model_info(const srv *S) { return &S->mi; }
+const mact_norm_stats *srv_norms(const srv *S) { return S->ns; }
+int srv_default_state_dim(const srv *S) { return S->state_dim; }
+int srv_model_cameras(const srv *S) { return S->n_cameras; }
+
+static void set_keys(srv_keys *k, const char *cams, const char *state, const char *task)
+{
+    srv_keys_set_cams(k, cams);
+    snprintf(k->state, sizeof k->state, "%s", state);
+    snprintf(k->task, sizeof k->task, "%s", task);
+}
+
+int srv_keys_set_cams(srv_keys *k, const char *list)
+{
+    int n = 0;
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (n == SRV_MAX_CAMS || l == 0 || l >= SRV_MAX_KEY) return -1;
+        memcpy(k->cams[n], p, l);
+        k->cams[n][l] = 0;
+        n++;
+        p += l + (e ? 1 : 0);
+    }
+    k->n_cams = n;
+    return n;
+}
+
+void srv_config_defaults(srv_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->workers = 1;
+    c->max_message = (size_t)64 << 20;
+    c->queue_cap = 64;
+    c->deadline_ms = 30000;
+    c->max_images = 4;
+    c->max_image_pixels = (int64_t)4096 * 4096;
+    c->max_depth = 16;
+    c->max_string = 4096;
+    c->idle_timeout_s = 10;
+    c->drain_timeout_s = 30;
+    c->log_requests = 1;
+    for (int i = 0; i < SRV_NPROTO; i++) c->key_required[i] = 1;
+    set_keys(&c->keys[SRV_OPENPI], "observation/image,observation/wrist_image", "observation/state", "prompt");
+    set_keys(&c->keys[SRV_ACT], "external_cam,wrist_cam", "state", "instruction");
+    set_keys(&c->yam_keys, "top_cam,left_cam,right_cam", "state", "instruction");
+    set_keys(&c->keys[SRV_VLA], "images.agentview,images.wrist", "states", "task_description");
+}
+
+/* ---- metrics ---- */
+static void observe(srv *S, int h, double ms)
+{
+    double s = ms / 1000.0;
+    histo *x = &S->h[h];
+    int b = 0;
+    while (b < NB && s > BUCKET[b]) b++;
+    x->n[b]++;
+    x->sum += s;
+    x->count++;
+}
+
+static int oc_index(const char *o)
+{
+    for (int i = 0; i < OC_N; i++) if (!strcmp(o, OC_NAME[i])) return i;
+    return OC_ERROR;
+}
+
+static void log_line(srv *S, int proto, const char *peer, const char *id, const char *outcome, double queue_ms,
+                     double decode_ms, double infer_ms, double total_ms, size_t in_bytes, const char *detail)
+{
+    if (!S->c.log_requests) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s peer=%s id=%s outcome=%s queue_ms=%.2f decode_ms=%.2f "
+            "infer_ms=%.2f total_ms=%.2f bytes=%zu%s%s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+            tm.tm_sec, ts.tv_nsec / 1000000, PROTO_NAME[proto], peer, id && *id ? id : "-", outcome, queue_ms,
+            decode_ms, infer_ms, total_ms, in_bytes, detail && *detail ? " detail=" : "", detail ? detail : "");
+}
+
+static void metrics_text(srv *S, srv_buf *b)
+{
+    pthread_mutex_lock(&S->mm);
+    srv_buf_printf(b, "# HELP mact_requests_total Requests by protocol and outcome.\n# TYPE mact_requests_total counter\n");
+    for (int p = 0; p < SRV_NPROTO; p++)
+        for (int o = 0; o < OC_N; o++)
+            srv_buf_printf(b, "mact_requests_total{protocol=\"%s\",outcome=\"%s\"} %llu\n", PROTO_NAME[p], OC_NAME[o],
+                           (unsigned long long)S->cnt[p][o]);
+    char prev[96] = "";
+    for (int h = 0; h < H_N; h++) {
+        char name[96], inner[96] = "";
+        const char *br = strchr(H_NAME[h], '{');
+        size_t nl = br ? (size_t)(br - H_NAME[h]) : strlen(H_NAME[h]);
+        memcpy(name, H_NAME[h], nl);
+        name[nl] = 0;
+        if (br) snprintf(inner, sizeof inner, "%.*s", (int)(strlen(br) - 2), br + 1);
+        if (strcmp(prev, name)) {
+            srv_buf_printf(b, "# TYPE %s histogram\n", name);
+            snprintf(prev, sizeof prev, "%s", name);
+        }
+        uint64_t acc = 0;
+        for (int i = 0; i <= NB; i++) {
+            acc += S->h[h].n[i];
+            char le[32];
+            if (i < NB) snprintf(le, sizeof le, "%g", BUCKET[i]);
+            else snprintf(le, sizeof le, "+Inf");
+            srv_buf_printf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, inner, br ? "," : "", le, (unsigned long long)acc);
+        }
+        srv_buf_printf(b, "%s_sum%s%s%s %.6f\n", name, br ? "{" : "", inner, br ? "}" : "", S->h[h].sum);
+        srv_buf_printf(b, "%s_count%s%s%s %llu\n", name, br ? "{" : "", inner, br ? "}" : "", (unsigned long long)S->h[h].count);
+    }
+    pthread_mutex_unlock(&S->mm);
+    pthread_mutex_lock(&S->qm);
+    int ql = S->qlen;
+    pthread_mutex_unlock(&S->qm);
+    srv_buf_printf(b, "# TYPE mact_queue_depth gauge\nmact_queue_depth %d\n", ql);
+    srv_buf_printf(b, "# TYPE mact_queue_capacity gauge\nmact_queue_capacity %d\n", S->c.queue_cap);
+    srv_buf_printf(b, "# TYPE mact_jobs_in_flight gauge\nmact_jobs_in_flight %d\n", atomic_load(&S->jobs_live));
+    srv_buf_printf(b, "# TYPE mact_connections gauge\nmact_connections %d\n", atomic_load(&S->conns));
+    srv_buf_printf(b, "# TYPE mact_workers gauge\nmact_workers %d\n", S->nw);
+    srv_buf_printf(b, "# TYPE mact_ready gauge\nmact_ready %d\n", atomic_load(&S->ready) && !atomic_load(&S->draining));
+    srv_buf_printf(b, "# TYPE mact_cold_start_seconds gauge\nmact_cold_start_seconds %.3f\n", S->cold_start_ms / 1000);
+    srv_buf_printf(b, "# TYPE mact_model_info gauge\nmact_model_info{version=\"%s\",precision=\"%s\",norm_tag=\"%s\","
+                   "d_model=\"%d\",n_layers=\"%d\",max_action_horizon=\"%d\",max_action_dim=\"%d\"} 1\n",
+                   MACT_VERSION_STRING, mact_precision_str(S->mi.precision), S->tag_name, S->mi.d_model, S->mi.n_layers,
+                   S->mi.max_action_horizon, S->mi.max_action_dim);
+}
+
+void srv_identity_json(srv *S, srv_buf *b)
+{
+    const char *base = strrchr(S->c.model_dir, '/');
+    base = base && base[1] ? base + 1 : S->c.model_dir;
+    srv_buf_printf(b, "{\"status\": \"%s\", \"repo_id\": \"%s\", \"norm_tag\": \"%s\", \"num_cameras\": %d, "
+                   "\"state_dim\": %d, \"device\": \"cpu\", \"dtype\": \"%s\", \"server\": \"mact %s\", "
+                   "\"max_action_horizon\": %d, \"workers\": %d}\n",
+                   atomic_load(&S->ready) ? "ok" : "loading", base, S->tag_name,
+                   S->n_cameras > 0 ? S->n_cameras : S->c.keys[SRV_ACT].n_cams, S->state_dim,
+                   mact_precision_str(S->mi.precision), MACT_VERSION_STRING, S->mi.max_action_horizon, S->nw);
+}
+
+static void config_json(srv *S, srv_buf *b)
+{
+    const srv_config *c = &S->c;
+    srv_buf_printf(b, "{\"server\": \"mact %s\", \"model_dir\": \"%s\", \"host\": \"%s\", \"ports\": {", MACT_VERSION_STRING,
+                   c->model_dir, c->host);
+    for (int p = 0, f = 0; p < SRV_NPROTO; p++)
+        if (c->port[p]) srv_buf_printf(b, "%s\"%s\": %d", f++ ? ", " : "", PROTO_NAME[p], c->port[p]);
+    srv_buf_printf(b, "}, \"workers\": %d, \"threads_per_worker\": %d, \"queue_capacity\": %d, \"deadline_ms\": %d, "
+                   "\"max_message_bytes\": %zu, \"max_images\": %d, \"max_image_pixels\": %lld, \"max_depth\": %d, "
+                   "\"max_string\": %zu, \"idle_timeout_s\": %d, \"api_key\": %s, \"api_key_required\": {",
+                   S->nw, S->nw ? mact_session_threads(S->w[0].s) : 0, c->queue_cap, c->deadline_ms, c->max_message,
+                   c->max_images, (long long)c->max_image_pixels, c->max_depth, c->max_string, c->idle_timeout_s,
+                   S->keylen ? "true" : "false");
+    for (int p = 0; p < SRV_NPROTO; p++)
+        srv_buf_printf(b, "%s\"%s\": %s", p ? ", " : "", PROTO_NAME[p], S->keylen && c->key_required[p] ? "true" : "false");
+    srv_buf_printf(b, "}, \"precision\": \"%s\", \"norm_tag\": \"%s\", \"keys\": {", mact_precision_str(S->mi.precision), S->tag_name);
+    for (int p = 0; p < SRV_NPROTO; p++) {
+        const srv_keys *k = &c->keys[p];
+        srv_buf_printf(b, "%s\"%s\": {\"cameras\": [", p ? ", " : "", PROTO_NAME[p]);
+        for (int i = 0; i < k->n_cams; i++) srv_buf_printf(b, "%s\"%s\"", i ? ", " : "", k->cams[i]);
+        srv_buf_printf(b, "], \"state\": \"%s\", \"task\": \"%s\"}", k->state, k->task);
+    }
+    srv_buf_printf(b, "}}\n");
+}
+
+/* ---- connections ---- */
+static void conn_unref(srv *S, srv_conn *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+    free(c->chunk);
+    free(c);
+}
+
+static void out_free(srv_out *o)
+{
+    while (o) {
+        srv_out *n = o->next;
+        free(o->body.buf);
+        free(o);
+        o = n;
+    }
+}
+
+static void msg_free(srv_msg *m)
+{
+    if (!m) return;
+    free(m->data);
+    free(m);
+}
+
+static void conn_free_open(srv *S, srv_conn *c)
+{
+    if (c->prev) c->prev->next = c->next;
+    else S->all = c->next;
+    if (c->next) c->next->prev = c->prev;
+    atomic_store(&c->closed, 1);
+    c->wsi = NULL;
+    free(c->rx);
+    c->rx = NULL;
+    while (c->backlog) { srv_msg *m = c->backlog; c->backlog = m->next; msg_free(m); }
+    for (srv_out *o = c->outq; o; o = o->next) atomic_fetch_sub(&S->outs_pending, 1);
+    out_free(c->outq);
+    c->outq = NULL;
+    atomic_fetch_sub(&S->conns, 1);
+    conn_unref(S, c);
+}
+
+static void conn_close(srv *S, pss_t *pss)
+{
+    srv_conn *c = pss->conn;
+    if (!c) return;
+    pss->conn = NULL;
+    conn_free_open(S, c);
+}
+
+static srv_conn *conn_new(srv *S, struct lws *wsi, int proto)
+{
+    srv_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->proto = proto;
+    c->wsi = wsi;
+    atomic_init(&c->refs, 1);
+    lws_get_peer_simple(wsi, c->peer, sizeof c->peer);
+    atomic_fetch_add(&S->conns, 1);
+    c->next = S->all;
+    if (S->all) S->all->prev = c;
+    S->all = c;
+    return c;
+}
+
+static void conn_send(srv *S, srv_conn *c, srv_out *o)
+{
+    if (!o) return;
+    while (o) {
+        srv_out *n = o->next;
+        o->next = NULL;
+        if (c->closing) { free(o->body.buf); free(o); o = n; continue; }
+        if (o->close_after) c->closing = 1;
+        if (c->outq_tail) c->outq_tail->next = o;
+        else c->outq = o;
+        c->outq_tail = o;
+        atomic_fetch_add(&S->outs_pending, 1);
+        o = n;
+    }
+    if (c->wsi) lws_callback_on_writable(c->wsi);
+}
+
+static void reject_now(srv *S, srv_conn *c, srv_msg *m, int status, const char *oc, const char *text)
+{
+    srv_out *o = srv_error_out(S, c->proto, m ? m->data : NULL, m ? m->len : 0, status, text);
+    conn_send(S, c, o);
+    pthread_mutex_lock(&S->mm);
+    S->cnt[c->proto][oc_index(oc)]++;
+    pthread_mutex_unlock(&S->mm);
+    log_line(S, c->proto, c->peer, NULL, oc, 0, 0, 0, m ? srv_now_ms() - m->t_recv : 0, m ? m->len : 0, text);
+    msg_free(m);
+}
+
+static void dispatch(srv *S, srv_conn *c, srv_msg *m)
+{
+    if (c->inflight) {
+        if (c->n_backlog >= 8) { reject_now(S, c, m, 429, "busy", "busy: more than 8 messages waiting on this connection"); return; }
+        if (c->backlog_tail) c->backlog_tail->next = m;
+        else c->backlog = m;
+        c->backlog_tail = m;
+        c->n_backlog++;
+        return;
+    }
+    if (atomic_load(&S->draining)) { reject_now(S, c, m, 503, "busy", "busy: the server is shutting down"); return; }
+    if (!atomic_load(&S->ready)) { reject_now(S, c, m, 503, "busy", "busy: the model is still loading"); return; }
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) { reject_now(S, c, m, 500, "error", "out of memory"); return; }
+    j->conn = c;
+    j->msg = m;
+    j->t_enq = srv_now_ms();
+    pthread_mutex_lock(&S->qm);
+    if (S->qlen >= S->c.queue_cap) {
+        pthread_mutex_unlock(&S->qm);
+        free(j);
+        reject_now(S, c, m, 503, "busy", "busy: the request queue is full");
+        return;
+    }
+    atomic_fetch_add(&c->refs, 1);
+    atomic_fetch_add(&S->jobs_live, 1);
+    if (S->qtail) S->qtail->next = j;
+    else S->qhead = j;
+    S->qtail = j;
+    S->qlen++;
+    pthread_cond_signal(&S->qc);
+    pthread_mutex_unlock(&S->qm);
+    c->inflight = 1;
+}
+
+static void drain_done(srv *S)
+{
+    pthread_mutex_lock(&S->dm);
+    srv_job *j = S->dhead;
+    S->dhead = S->dtail = NULL;
+    pthread_mutex_unlock(&S->dm);
+    while (j) {
+        srv_job *n = j->next;
+        srv_conn *c = j->conn;
+        if (!atomic_load(&c->closed)) {
+            srv_out *o = j->out;
+            j->out = NULL;
+            if (o) c->n_requests++;
+            c->inflight = 0;
+            conn_send(S, c, o);
+            if (c->proto == SRV_OPENPI) atomic_store(&c->prev_total_us, (long long)((srv_now_ms() - j->msg->t_recv) * 1000));
+            if (c->backlog && !c->closing) {
+                srv_msg *m = c->backlog;
+                c->backlog = m->next;
+                if (!c->backlog) c->backlog_tail = NULL;
+                m->next = NULL;
+                c->n_backlog--;
+                dispatch(S, c, m);
+            }
+        }
+        out_free(j->out);
+        msg_free(j->msg);
+        conn_unref(S, c);
+        free(j);
+        atomic_fetch_sub(&S->jobs_live, 1);
+        j = n;
+    }
+}
+
+/* ---- workers ---- */
+int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err, size_t el)
+{
+    mact_frame fr[SRV_MAX_CAMS];
+    for (int i = 0; i < r->n_img; i++) fr[i] = (mact_frame){r->img[i].data, (int)r->img[i].height, (int)r->img[i].width};
+    mact_predict_input in = {.frames = fr, .n_frames = (size_t)r->n_img, .task = r->task, .state = r->state,
+                             .state_dim = (size_t)r->state_dim};
+    in.options.norm_tag = r->norm_tag[0] ? r->norm_tag : S->c.norm_tag;
+    in.options.num_steps = r->num_steps;
+    in.options.n_action_steps = r->n_action_steps;
+    in.options.noise = r->noise;
+    in.options.noise_len = r->noise_len;
+    in.options.seed = r->seed;
+    *out = (mact_predict_output){.actions = w->actions, .actions_cap = w->cap};
+    double t0 = srv_now_ms();
+    j->decode_ms = t0 - j->t_start;
+    int rc = mact_predict(w->s, &in, out);
+    j->infer_ms = srv_now_ms() - t0;
+    j->did_infer = 1;
+    if (rc) {
+        snprintf(err, el, "%s%s", rc == MACT_ERR_INPUT ? "" : "internal: ", mact_session_error(w->s));
+        return -1;
+    }
+    j->timings = out->timings;
+    for (size_t i = 0; i < out->n_steps * out->action_dim; i++)
+        if (!isfinite(out->actions[i])) {
+            snprintf(err, el, "internal: non-finite action at row %zu, dim %zu (not sent)", i / out->action_dim, i % out->action_dim);
+            return -1;
+        }
+    return 0;
+}
+
+typedef struct { srv *S; int index; } worker_arg;
+
+static void *worker_main(void *arg)
+{
+    srv *S = ((worker_arg *)arg)->S;
+    srv_worker *w = &S->w[((worker_arg *)arg)->index];
+    free(arg);
+    for (;;) {
+        pthread_mutex_lock(&S->qm);
+        while (!S->qhead && !S->stop_workers) pthread_cond_wait(&S->qc, &S->qm);
+        if (S->stop_workers) { pthread_mutex_unlock(&S->qm); break; }
+        srv_job *j = S->qhead;
+        S->qhead = j->next;
+        if (!S->qhead) S->qtail = NULL;
+        S->qlen--;
+        pthread_mutex_unlock(&S->qm);
+        j->next = NULL;
+        j->t_start = srv_now_ms();
+        srv_conn *c = j->conn;
+        if (atomic_load(&c->closed)) j->outcome = "dropped";
+        else if (S->c.deadline_ms > 0 && j->t_start - j->t_enq > S->c.deadline_ms) {
+            char t[128];
+            snprintf(t, sizeof t, "deadline exceeded: queued %.0f ms (limit %d ms)", j->t_start - j->t_enq, S->c.deadline_ms);
+            srv_job_push(j, srv_error_out(S, c->proto, j->msg->data, j->msg->len, 503, t));
+            snprintf(j->detail, sizeof j->detail, "%s", t);
+            j->outcome = "deadline";
+        } else if (c->proto == SRV_OPENPI) srv_handle_openpi(S, w, j);
+        else if (c->proto == SRV_ACT) srv_handle_act(S, w, j);
+        else srv_handle_vla(S, w, j);
+        j->t_done = srv_now_ms();
+        if (!j->outcome) j->outcome = "error";
+        double total = j->t_done - j->msg->t_recv, qms = j->t_start - j->t_enq;
+        pthread_mutex_lock(&S->mm);
+        S->cnt[c->proto][oc_index(j->outcome)]++;
+        if (strcmp(j->outcome, "control")) {
+            observe(S, H_REQ_OPENPI + c->proto, total);
+            observe(S, H_QUEUE, qms);
+        }
+        if (j->did_infer && !strcmp(j->outcome, "ok")) {
+            observe(S, H_PRE, j->timings.preprocess_ms);
+            observe(S, H_VISION, j->timings.vision_ms);
+            observe(S, H_LLM, j->timings.llm_ms);
+            observe(S, H_ACTION, j->timings.action_ms);
+            observe(S, H_INFER, j->infer_ms);
+            observe(S, H_OVERHEAD, total - j->infer_ms > 0 ? total - j->infer_ms : 0);
+        }
+        pthread_mutex_unlock(&S->mm);
+        if (strcmp(j->outcome, "control") || j->detail[0] == 0 || strstr(j->detail, "hello"))
+            log_line(S, c->proto, c->peer, j->id, j->outcome, qms, j->decode_ms, j->infer_ms, total, j->msg->len, j->detail);
+        pthread_mutex_lock(&S->dm);
+        if (S->dtail) S->dtail->next = j;
+        else S->dhead = j;
+        S->dtail = j;
+        pthread_mutex_unlock(&S->dm);
+        lws_cancel_service(S->ctx);
+    }
+    return NULL;
+}
+
+static char *read_text(const char *path, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max, f) : 0;
+    fclose(f);
+    if (!buf) return NULL;
+    buf[n] = 0;
+    return buf;
+}
+
+static void *loader_main(void *arg)
+{
+    srv *S = arg;
+    char err[1024];
+    mact_load_options lo = {.precision = S->c.precision, .pack_cache_dir = S->c.pack_cache};
+    if (mact_model_load(S->c.model_dir, &lo, &S->m, err, sizeof err)) goto fail;
+    mact_model_get_info(S->m, &S->mi);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/norm_stats.json", S->c.model_dir);
+    char *txt = read_text(path, 16 << 20);
+    S->ns = calloc(1, sizeof *S->ns);
+    if (!txt || !S->ns || mact_norm_stats_parse(txt, S->ns, err, sizeof err)) {
+        if (!txt) snprintf(err, sizeof err, "%.900s: cannot read (the server needs norm stats)", path);
+        free(txt);
+        goto fail;
+    }
+    free(txt);
+    const mact_norm_tag *tag = mact_norm_find_tag(S->ns, S->c.norm_tag, err, sizeof err);
+    if (!tag && S->c.norm_tag) goto fail;
+    if (!tag) tag = &S->ns->tags[0];
+    S->state_dim = tag->state.dim;
+    S->n_cameras = tag->n_cameras;
+    snprintf(S->tag_name, sizeof S->tag_name, "%s", tag->name);
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int tpw = S->c.threads_per_worker > 0 ? S->c.threads_per_worker : (ncpu / S->nw > 0 ? ncpu / S->nw : 1);
+    int ncam = 1;
+    for (int p = 0; p < SRV_NPROTO; p++) if (S->c.port[p] && S->c.keys[p].n_cams > ncam) ncam = S->c.keys[p].n_cams;
+    if (S->n_cameras > 0 && S->n_cameras <= SRV_MAX_CAMS) ncam = S->n_cameras;
+    int hh = S->mi.image_height, ww = S->mi.image_width;
+    uint8_t *gray = malloc((size_t)hh * ww * 3);
+    float *st = calloc(MACT_NORM_MAX_DIM, sizeof(float));
+    if (!gray || !st) { free(gray); free(st); snprintf(err, sizeof err, "out of memory"); goto fail; }
+    memset(gray, 128, (size_t)hh * ww * 3);
+    for (int i = 0; i < S->nw; i++) {
+        srv_worker *w = &S->w[i];
+        mact_session_options so = {.n_threads = tpw, .max_images = (size_t)S->c.max_images};
+        if (mact_session_new(S->m, &so, &w->s, err, sizeof err)) { free(gray); free(st); goto fail; }
+        w->cap = (size_t)S->mi.max_action_horizon * S->mi.max_action_dim;
+        w->actions = malloc(w->cap * sizeof(float));
+        w->index = i;
+        mact_frame fr[SRV_MAX_CAMS];
+        for (int k = 0; k < ncam; k++) fr[k] = (mact_frame){gray, hh, ww};
+        mact_predict_input in = {.frames = fr, .n_frames = (size_t)ncam, .task = "warm up", .state = st,
+                                 .state_dim = (size_t)S->state_dim};
+        in.options.norm_tag = tag->name;
+        mact_predict_output out = {.actions = w->actions, .actions_cap = w->cap};
+        if (!w->actions || mact_predict(w->s, &in, &out)) {
+            snprintf(err, sizeof err, "warm-up inference: %s", w->actions ? mact_session_error(w->s) : "out of memory");
+            free(gray);
+            free(st);
+            goto fail;
+        }
+    }
+    free(gray);
+    free(st);
+    for (int i = 0; i < S->nw; i++) {
+        worker_arg *a = malloc(sizeof *a);
+        if (!a) { snprintf(err, sizeof err, "out of memory"); goto fail; }
+        a->S = S;
+        a->index = i;
+        if (pthread_create(&S->wt[i], NULL, worker_main, a)) { free(a); snprintf(err, sizeof err, "pthread_create failed"); goto fail; }
+        S->nw_started++;
+    }
+    S->cold_start_ms = srv_now_ms() - S->t0;
+    atomic_store(&S->ready, 1);
+    fprintf(stderr, "mact serve: ready in %.0f ms (%d worker%s x %d threads, tag %s, %s)\n", S->cold_start_ms, S->nw,
+            S->nw > 1 ? "s" : "", tpw, S->tag_name, mact_precision_str(S->mi.precision));
+    lws_cancel_service(S->ctx);
+    return NULL;
+fail:
+    fprintf(stderr, "mact serve: %s\n", err);
+    atomic_store(&S->load_failed, 1);
+    lws_cancel_service(S->ctx);
+    return NULL;
+}
+
+/* ---- HTTP and WebSocket ---- */
+static int auth_ok(srv *S, struct lws *wsi, int proto)
+{
+    if (!S->keylen || !S->c.key_required[proto]) return 1;
+    char h[600];
+    int n = lws_hdr_copy(wsi, h, sizeof h, WSI_TOKEN_HTTP_AUTHORIZATION);
+    if (n <= 0) return 0;
+    const char *k = NULL;
+    if (!strncasecmp(h, "Api-Key ", 8)) k = h + 8;
+    else if (!strncasecmp(h, "Bearer ", 7)) k = h + 7;
+    if (!k) return 0;
+    while (*k == ' ') k++;
+    size_t kl = strlen(k);
+    /* constant time in the key: every byte of the configured key is compared whatever the input */
+    volatile unsigned char d = (unsigned char)(kl != S->keylen);
+    for (size_t i = 0; i < S->keylen; i++) d |= (unsigned char)(S->key[i] ^ (i < kl ? k[i] : 0));
+    return d == 0;
+}
+
+static void http_reply(srv *S, srv_conn *c, int status, const char *ctype, const char *body, int close_after)
+{
+    srv_out *o = srv_http_out(status, ctype, body, strlen(body));
+    if (o) o->close_after = close_after;
+    conn_send(S, c, o);
+}
+
+static int write_http(srv *S, struct lws *wsi, srv_conn *c)
+{
+    srv_out *o = c->outq;
+    if (!o) return 0;
+    c->outq = o->next;
+    if (!c->outq) c->outq_tail = NULL;
+    atomic_fetch_sub(&S->outs_pending, 1);
+    uint8_t hb[LWS_PRE + 1024], *start = hb + LWS_PRE, *p = start, *end = hb + sizeof hb - 1;
+    int close_after = o->close_after;
+    if (lws_add_http_common_headers(wsi, (unsigned)o->http_status, o->ctype ? o->ctype : "text/plain", o->body.len, &p, end) ||
+        lws_finalize_write_http_header(wsi, start, &p, end) ||
+        lws_write(wsi, o->body.buf + SRV_PRE, o->body.len, LWS_WRITE_HTTP_FINAL) < (int)o->body.len) {
+        out_free(o);
+        return -1;
+    }
+    out_free(o);
+    if (close_after) return -1;
+    if (lws_http_transaction_completed(wsi)) return -1;
+    return 0;
+}
+
+static int write_ws(srv *S, struct lws *wsi, srv_conn *c)
+{
+    srv_out *o = c->outq;
+    if (!o) return 0;
+    c->outq = o->next;
+    if (!c->outq) c->outq_tail = NULL;
+    atomic_fetch_sub(&S->outs_pending, 1);
+    int n = lws_write(wsi, o->body.buf + SRV_PRE, o->body.len, o->kind == 1 ? LWS_WRITE_TEXT : LWS_WRITE_BINARY);
+    int close_after = o->close_after, code = o->close_code;
+    out_free(o);
+    if (n < 0) return -1;
+    if (close_after) {
+        lws_close_reason(wsi, (enum lws_close_status)(code ? code : 1011), (unsigned char *)"error", 5);
+        return -1;
+    }
+    if (c->outq) lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static void rx_reset(srv_conn *c)
+{
+    free(c->rx);
+    c->rx = NULL;
+    c->rx_len = c->rx_cap = 0;
+    c->rx_active = 0;
+}
+
+static int rx_append(srv_conn *c, const void *in, size_t len, size_t want)
+{
+    if (c->rx_len + want + 1 > c->rx_cap) {
+        size_t cap = c->rx_cap ? c->rx_cap : 4096;
+        while (cap < c->rx_len + want + 1) cap *= 2;
+        uint8_t *q = realloc(c->rx, cap);
+        if (!q) return -1;
+        c->rx = q;
+        c->rx_cap = cap;
+    }
+    memcpy(c->rx + c->rx_len, in, len);
+    c->rx_len += len;
+    return 0;
+}
+
+static srv_msg *rx_take(srv_conn *c, int binary)
+{
+    srv_msg *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->data = c->rx ? c->rx : malloc(1);
+    m->len = c->rx_len;
+    m->binary = binary;
+    m->t_recv = srv_now_ms();
+    c->rx = NULL;
+    c->rx_len = c->rx_cap = 0;
+    c->rx_active = 0;
+    return m;
+}
+
+static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *uri)
+{
+    if (!pss->conn && !(pss->conn = conn_new(S, wsi, proto))) return -1;
+    srv_conn *c = pss->conn;
+    c->wsi = wsi;
+    rx_reset(c);
+    c->http_post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
+    c->http_oversize = 0;
+    int is_get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
+    int ready = atomic_load(&S->ready) && !atomic_load(&S->draining);
+    char path[256];
+    snprintf(path, sizeof path, "%s", uri ? uri : "/");
+    char *q = strchr(path, '?');
+    if (q) *q = 0;
+    if (is_get && !strcmp(path, "/livez")) { http_reply(S, c, 200, "text/plain", "ok\n", 0); return 0; }
+    if (is_get && !strcmp(path, "/readyz")) {
+        http_reply(S, c, ready ? 200 : 503, "text/plain", ready ? "ready\n" : atomic_load(&S->draining) ? "draining\n" : "loading\n", 0);
+        return 0;
+    }
+    if (is_get && !strcmp(path, "/healthz")) { http_reply(S, c, ready ? 200 : 503, "text/plain", ready ? "OK\n" : "loading\n", 0); return 0; }
+    if (is_get && !strcmp(path, "/health")) {
+        http_reply(S, c, ready ? 200 : 503, "application/json", ready ? "{\"status\": \"ok\"}\n" : "{\"status\": \"loading\"}\n", 0);
+        return 0;
+    }
+    if (is_get && !strcmp(path, "/metrics")) {
+        srv_buf b = {0};
+        metrics_text(S, &b);
+        srv_out *o = srv_http_out(200, "text/plain; version=0.0.4", (const char *)srv_buf_data(&b), b.len);
+        free(b.buf);
+        conn_send(S, c, o);
+        return 0;
+    }
+    if (is_get && !strcmp(path, "/config")) {
+        srv_buf b = {0};
+        config_json(S, &b);
+        conn_send(S, c, srv_http_out(200, "application/json", (const char *)srv_buf_data(&b), b.len));
+        free(b.buf);
+        return 0;
+    }
+    if (proto == SRV_ACT && !strcmp(path, "/act") && (is_get || c->http_post)) {
+        if (!auth_ok(S, wsi, proto)) {
+            pthread_mutex_lock(&S->mm);
+            S->cnt[proto][OC_UNAUTH]++;
+            pthread_mutex_unlock(&S->mm);
+            log_line(S, proto, c->peer, NULL, "unauthorized", 0, 0, 0, 0, 0, "missing or wrong API key");
+            http_reply(S, c, 401, "application/json", "{\"error\": \"unauthorized: send Authorization: Api-Key <key> or Bearer <key>\"}\n", c->http_post);
+            if (c->http_post) c->http_oversize = 1;
+            return 0;
+        }
+        if (is_get) {
+            srv_buf b = {0};
+            srv_identity_json(S, &b);
+            conn_send(S, c, srv_http_out(200, "application/json", (const char *)srv_buf_data(&b), b.len));
+            free(b.buf);
+            return 0;
+        }
+        char cl[32];
+        if (lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0) {
+            http_reply(S, c, 411, "application/json", "{\"error\": \"Content-Length required\"}\n", 1);
+            c->http_oversize = 1;
+            return 0;
+        }
+        char *e;
+        unsigned long long n = strtoull(cl, &e, 10);
+        if (*e || n > S->c.max_message) {
+            char t[160];
+            snprintf(t, sizeof t, "{\"error\": \"body of %s bytes exceeds the limit of %zu\"}\n", cl, S->c.max_message);
+            http_reply(S, c, 413, "application/json", t, 1);
+            c->http_oversize = 1;
+            pthread_mutex_lock(&S->mm);
+            S->cnt[proto][OC_BAD]++;
+            pthread_mutex_unlock(&S->mm);
+            log_line(S, proto, c->peer, NULL, "bad_request", 0, 0, 0, 0, (size_t)n, "body over the size limit");
+            return 0;
+        }
+        lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, S->c.idle_timeout_s);
+        return 0;  /* the body follows: LWS_CALLBACK_HTTP_BODY */
+    }
+    if (c->http_post) c->http_oversize = 1;
+    http_reply(S, c, 404, "application/json", "{\"error\": \"not found\"}\n", c->http_post);
+    return 0;
+}
+
+/* A refused WebSocket upgrade: lws_return_http_status answers it as HTTP/1.0, which WebSocket clients reject as
+ * "not a valid HTTP response" instead of reading the status, so the response is written whole here. */
+static int raw_status(struct lws *wsi, const char *status, const char *body)
+{
+    char t[LWS_PRE + 512];
+    int n = snprintf(t + LWS_PRE, sizeof t - LWS_PRE, "HTTP/1.1 %s\r\ncontent-type: text/plain\r\ncontent-length: %zu\r\n"
+                     "connection: close\r\n\r\n%s\n", status, strlen(body) + 1, body);
+    lws_write(wsi, (unsigned char *)t + LWS_PRE, (size_t)n, LWS_WRITE_HTTP_FINAL);
+    return 1;
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    const struct lws_protocols *pr = lws_get_protocol(wsi);
+    proto_ctx *pc = pr ? pr->user : NULL;
+    if (!pc) return lws_callback_http_dummy(wsi, reason, user, in, len);
+    srv *S = pc->S;
+    int proto = pc->proto;
+    pss_t *pss = user;
+    switch (reason) {
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        drain_done(S);
+        return 0;
+    case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+        return atomic_load(&S->draining) ? 1 : 0;
+    case LWS_CALLBACK_HTTP:
+        return on_http(S, proto, wsi, pss, in);
+    case LWS_CALLBACK_HTTP_BODY:
+        if (!pss || !pss->conn || pss->conn->http_oversize) return 0;
+        if (pss->conn->rx_len + len > S->c.max_message) {
+            pss->conn->http_oversize = 1;
+            http_reply(S, pss->conn, 413, "application/json", "{\"error\": \"body exceeds the size limit\"}\n", 1);
+            return 0;
+        }
+        if (rx_append(pss->conn, in, len, len)) return -1;
+        return 0;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
+        if (!pss || !pss->conn) return -1;
+        srv_conn *c = pss->conn;
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+        if (c->http_oversize) return 0;
+        srv_msg *m = rx_take(c, 0);
+        if (!m) return -1;
+        dispatch(S, c, m);
+        return 0;
+    }
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        if (!pss || !pss->conn) return -1;
+        return write_http(S, wsi, pss->conn);
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:  /* a finished keep-alive transaction: lws frees the pss */
+    case LWS_CALLBACK_CLOSED_HTTP:
+    case LWS_CALLBACK_CLOSED:
+    case LWS_CALLBACK_WSI_DESTROY:
+        if (pss) conn_close(S, pss);
+        return 0;
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        if (proto == SRV_ACT) return raw_status(wsi, "400 Bad Request", "the /act port speaks HTTP only");
+        if (!auth_ok(S, wsi, proto)) {
+            pthread_mutex_lock(&S->mm);
+            S->cnt[proto][OC_UNAUTH]++;
+            pthread_mutex_unlock(&S->mm);
+            log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, "unauthorized", 0, 0, 0, 0, 0, "missing or wrong API key");
+            return raw_status(wsi, "401 Unauthorized", "unauthorized: send Authorization: Api-Key <key> or Bearer <key>");
+        }
+        if (atomic_load(&S->draining)) return raw_status(wsi, "503 Service Unavailable", "shutting down");
+        return 0;
+    case LWS_CALLBACK_ESTABLISHED: {
+        if (pss->conn) conn_close(S, pss);
+        if (!(pss->conn = conn_new(S, wsi, proto))) return -1;
+        pss->conn->is_ws = 1;
+        if (proto == SRV_OPENPI) conn_send(S, pss->conn, srv_openpi_metadata(S));
+        return 0;
+    }
+    case LWS_CALLBACK_RECEIVE: {
+        srv_conn *c = pss ? pss->conn : NULL;
+        if (!c) return -1;
+        if (c->closing) return 0;
+        size_t rem = lws_remaining_packet_payload(wsi);
+        int final = lws_is_final_fragment(wsi);
+        if (!c->rx_active) { c->rx_active = 1; c->rx_len = 0; c->rx_binary = lws_frame_is_binary(wsi); }
+        if (c->rx_len + len + rem > S->c.max_message) {
+            char t[160];
+            snprintf(t, sizeof t, "message of at least %zu bytes exceeds the limit of %zu", c->rx_len + len + rem, S->c.max_message);
+            srv_out *o = srv_error_out(S, proto, NULL, 0, 413, t);
+            if (o && proto == SRV_VLA) { o->close_after = 1; o->close_code = 1009; }
+            rx_reset(c);
+            conn_send(S, c, o);
+            c->closing = 1;
+            pthread_mutex_lock(&S->mm);
+            S->cnt[proto][OC_BAD]++;
+            pthread_mutex_unlock(&S->mm);
+            log_line(S, proto, c->peer, NULL, "bad_request", 0, 0, 0, 0, c->rx_len + len + rem, t);
+            return 0;
+        }
+        if (rx_append(c, in, len, len + rem)) return -1;
+        if (final && rem == 0) {
+            lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+            srv_msg *m = rx_take(c, c->rx_binary);
+            if (!m) return -1;
+            dispatch(S, c, m);
+        } else {
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, S->c.idle_timeout_s);
+        }
+        return 0;
+    }
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        if (!pss || !pss->conn) return -1;
+        return write_ws(S, wsi, pss->conn);
+    default:
+        break;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+/* ---- signals and the main loop ---- */
+typedef struct { srv *S; sigset_t set; } sig_arg;
+
+static void *signal_main(void *arg)
+{
+    sig_arg *a = arg;
+    int sig = 0;
+    while (!atomic_load(&a->S->exiting)) {
+        struct timespec to = {0, 100 * 1000 * 1000};
+        sig = sigtimedwait(&a->set, NULL, &to);
+        if (sig == SIGTERM || sig == SIGINT) {
+            if (!atomic_load(&a->S->draining)) fprintf(stderr, "mact serve: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            atomic_store(&a->S->draining, 1);
+        }
+        if (atomic_load(&a->S->draining)) lws_cancel_service(a->S->ctx);
+    }
+    return NULL;
+}
+
+static void lws_log_quiet(int level, const char *line)
+{
+    if (level & LLL_ERR) fprintf(stderr, "lws: %s", line);
+}
+
+int srv_run(const srv_config *cfg)
+{
+    srv *S = calloc(1, sizeof *S);
+    if (!S) return 1;
+    S->c = *cfg;
+    S->t0 = srv_now_ms();
+    S->nw = cfg->workers > 0 ? cfg->workers : 1;
+    S->w = calloc((size_t)S->nw, sizeof *S->w);
+    S->wt = calloc((size_t)S->nw, sizeof *S->wt);
+    pthread_mutex_init(&S->qm, NULL);
+    pthread_cond_init(&S->qc, NULL);
+    pthread_mutex_init(&S->dm, NULL);
+    pthread_mutex_init(&S->mm, NULL);
+    int rc = 1;
+    if (cfg->api_key_file) {
+        char *k = read_text(cfg->api_key_file, sizeof S->key - 1);
+        if (!k) { fprintf(stderr, "mact serve: --api-key-file %s: %s\n", cfg->api_key_file, strerror(errno)); return 1; }
+        size_t n = strlen(k);
+        while (n && (k[n - 1] == '\n' || k[n - 1] == '\r' || k[n - 1] == ' ')) n--;
+        memcpy(S->key, k, n);
+        S->keylen = n;
+        free(k);
+        if (!n) { fprintf(stderr, "mact serve: --api-key-file %s is empty\n", cfg->api_key_file); return 1; }
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    lws_set_log_level(LLL_ERR, lws_log_quiet);
+    struct lws_context_creation_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+    ci.timeout_secs = (unsigned)cfg->idle_timeout_s;
+    ci.max_http_header_data = 8192;
+    S->ctx = lws_create_context(&ci);
+    if (!S->ctx) { fprintf(stderr, "mact serve: lws_create_context failed\n"); return 1; }
+    for (int p = 0; p < SRV_NPROTO; p++) {
+        if (!cfg->port[p]) continue;
+        S->pctx[p] = (proto_ctx){S, p};
+        S->protos[p][0] = (struct lws_protocols){.name = PROTO_NAME[p], .callback = callback,
+                                                 .per_session_data_size = sizeof(pss_t), .rx_buffer_size = 65536,
+                                                 .user = &S->pctx[p]};
+        memset(&S->protos[p][1], 0, sizeof S->protos[p][1]);
+        struct lws_context_creation_info vi;
+        memset(&vi, 0, sizeof vi);
+        vi.port = cfg->port[p];
+        vi.iface = cfg->host;
+        vi.protocols = S->protos[p];
+        vi.vhost_name = PROTO_NAME[p];
+        vi.timeout_secs = (unsigned)cfg->idle_timeout_s;
+        vi.options = LWS_SERVER_OPTION_DISABLE_IPV6;
+        if (!lws_create_vhost(S->ctx, &vi)) {
+            fprintf(stderr, "mact serve: cannot listen on %s:%d (%s)\n", cfg->host, cfg->port[p], PROTO_NAME[p]);
+            lws_context_destroy(S->ctx);
+            return 1;
+        }
+        fprintf(stderr, "mact serve: %s on %s:%d\n", PROTO_NAME[p], cfg->host, cfg->port[p]);
+    }
+    pthread_t loader, sigt;
+    sig_arg sa = {S, set};
+    pthread_create(&sigt, NULL, signal_main, &sa);
+    pthread_create(&loader, NULL, loader_main, S);
+    double t_drain = 0;
+    for (;;) {
+        lws_service(S->ctx, 0);
+        if (atomic_load(&S->load_failed)) { rc = 1; break; }
+        if (atomic_load(&S->draining)) {
+            if (!t_drain) t_drain = srv_now_ms();
+            if (atomic_load(&S->jobs_live) == 0 && atomic_load(&S->outs_pending) == 0) { rc = 0; break; }
+            if (srv_now_ms() - t_drain > cfg->drain_timeout_s * 1000.0) {
+                fprintf(stderr, "mact serve: drain timeout with %d requests in flight\n", atomic_load(&S->jobs_live));
+                rc = 0;
+                break;
+            }
+        }
+    }
+    pthread_join(loader, NULL);
+    pthread_mutex_lock(&S->qm);
+    S->stop_workers = 1;
+    pthread_cond_broadcast(&S->qc);
+    pthread_mutex_unlock(&S->qm);
+    for (int i = 0; i < S->nw_started; i++) pthread_join(S->wt[i], NULL);
+    atomic_store(&S->exiting, 1);
+    pthread_join(sigt, NULL);
+    lws_context_destroy(S->ctx);
+    while (S->all) conn_free_open(S, S->all);
+    drain_done(S);
+    while (S->qhead) {
+        srv_job *j = S->qhead;
+        S->qhead = j->next;
+        msg_free(j->msg);
+        out_free(j->out);
+        conn_unref(S, j->conn);
+        free(j);
+    }
+    for (int i = 0; i < S->nw; i++) {
+        if (S->w[i].s) mact_session_free(S->w[i].s);
+        free(S->w[i].actions);
+    }
+    if (S->m) mact_model_free(S->m);
+    free(S->ns);
+    free(S->w);
+    free(S->wt);
+    fprintf(stderr, "mact serve: exit %d\n", rc);
+    free(S);
+    return rc;
+}

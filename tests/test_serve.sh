@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm (python3-websockets, -msgpack, -requests, -pil)
+# mact serve: each protocol's actions bitwise equal to `mact run`; hostile and broken clients (each followed by a
+# good request and /livez); the API key per protocol; busy and deadline answers; SIGTERM drains and exits 0.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+MACT=${MACT_BIN:-$BUILD/mact}
+PY=${PYTHON:-/usr/bin/python3}
+T=${MACT_TMP:-/tmp}/serve.$$
+mkdir -p "$T"
+fail=0
+pass() { echo "PASS $1"; }
+failt() { echo "FAIL $1: $2"; fail=1; }
+"$PY" -c "import websockets, msgpack, requests, numpy, PIL" 2>/dev/null || { failt serve_python_deps "python3-websockets/-msgpack/-requests/-numpy/-pil missing (scripts/setup.sh)"; exit 1; }
+[ -d "$T/tiny" ] || "$MACT" synth tiny "$T/tiny" >/dev/null || { failt serve_synth "mact synth tiny failed"; exit 1; }
+export MACT_BIN="$MACT"
+ports() { "$PY" -c "
+import socket
+ss=[socket.socket() for _ in range(3)]
+[s.bind(('127.0.0.1',0)) for s in ss]
+print(' '.join(str(s.getsockname()[1]) for s in ss))"; }
+wait_ready() {  # pid port
+    for _ in $(seq 1 600); do
+        kill -0 "$1" 2>/dev/null || return 1
+        curl -sf "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+start() {  # log args...  (ports A B C are picked here; a port taken meanwhile: try again with new ones)
+    local log=$1; shift
+    for _ in 1 2 3 4 5; do
+        read -r A B C < <(ports)
+        local args=() x
+        for x in "$@"; do case "$x" in @A) args+=("$A") ;; @B) args+=("$B") ;; @C) args+=("$C") ;; *) args+=("$x") ;; esac; done
+        "$MACT" serve --model "$T/tiny" "${args[@]}" >"$log" 2>&1 &
+        SPID=$!
+        for _ in $(seq 1 20); do kill -0 "$SPID" 2>/dev/null || break; grep -q "ready in\|cannot listen" "$log" && break; sleep 0.1; done
+        kill -0 "$SPID" 2>/dev/null && ! grep -q "cannot listen" "$log" && return 0
+        wait "$SPID" 2>/dev/null
+    done
+}
+stop() {  # expects exit 0 after SIGTERM
+    kill -TERM "$SPID" 2>/dev/null
+    local rc=0
+    wait "$SPID" || rc=$?
+    return $rc
+}
+
+start "$T/serve1.log" --openpi @A --act @B --vla-eval @C --max-message-mb 4 --idle-timeout 3
+if ! wait_ready "$SPID" "$A"; then failt serve_ready "server did not become ready: $(tail -3 "$T/serve1.log")"; exit 1; fi
+pass serve_ready
+"$PY" tests/serve/test_protocols.py "$T/tiny" "$T" "$A" "$B" "$C" || fail=1
+"$PY" tests/serve/test_faults.py "$T/tiny" "$T" "$A" "$B" "$C" || fail=1
+grep -q 'outcome=bad_request' "$T/serve1.log" && grep -q 'openpi peer=127.0.0.1' "$T/serve1.log" \
+    && pass serve_log_lines || failt serve_log_lines "no per-request log lines"
+if stop; then pass serve_sigterm_exit_0; else failt serve_sigterm_exit_0 "exit status $?"; fi
+grep -E "ERROR: AddressSanitizer|runtime error:" "$T/serve1.log" && failt serve_sanitizer "see $T/serve1.log"
+
+printf 'sekret\n' >"$T/key"
+start "$T/serve2.log" --openpi @A --act @B --vla-eval @C --api-key-file "$T/key" --api-key-protocols openpi,act \
+    --queue 1 --deadline-ms 5
+if wait_ready "$SPID" "$A"; then
+    "$PY" tests/serve/test_auth_busy.py "$A" "$B" "$C" || fail=1
+    stop || failt serve2_exit "exit status $?"
+else failt serve2_ready "$(tail -3 "$T/serve2.log")"; fi
+
+start "$T/serve3.log" --act @B
+if wait_ready "$SPID" "$B"; then
+    "$PY" tests/serve/test_drain.py "$SPID" "$B" || fail=1
+    rc=0; wait "$SPID" || rc=$?
+    [ "$rc" -eq 0 ] && pass serve_drain_exit_0 || failt serve_drain_exit_0 "exit status $rc"
+else failt serve3_ready "$(tail -3 "$T/serve3.log")"; fi
+grep -hE "ERROR: AddressSanitizer|runtime error:|LeakSanitizer" "$T"/serve*.log && failt serve_sanitizer "see $T"
+[ "$fail" -eq 0 ] && rm -rf "$T"
+exit $fail
