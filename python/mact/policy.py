@@ -46,7 +46,7 @@ class ModelInfo:
     encoder_mask: str       # "all" or "drop_eos"
     precision: str          # "fp32", "bf16" or "int8"
     pack_cache: str         # "none", "loaded", "written" or "unusable"
-    kernels: str            # "ref", "avx2", "avx512" or "avx512bf16"
+    kernels: str            # "ref", "avx2", "avx512", "avx512bf16", "neon", "neon-dotprod" or "neon-i8mm"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -548,7 +548,7 @@ class Policy:
         norm_stats.json). precision: "bf16" (default), "fp32" (the exact parity mode) or "int8"; the weights
         are repacked once for it. threads: threads per session (None: every CPU this process may run on).
         pack_cache: a directory for a cache of the repacked weights (None: $MACT_PACK_CACHE if set, else
-        none). kernels: None/"auto", "ref", "avx2", "avx512" or "avx512bf16". max_images / max_tokens: the
+        none). kernels: None/"auto", "ref", "avx2", "avx512", "avx512bf16" (x86-64) or "neon", "neon-dotprod", "neon-i8mm" (ARM64). max_images / max_tokens: the
         sessions' limits (None: the library's defaults, 4 frames and 512 tokens). library: a path to
         libmact.so (else $MACT_LIBRARY, the build tree, the system loader path)."""
         lib = _lib.load_library(library)

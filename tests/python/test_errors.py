@@ -2,6 +2,7 @@
 prints for the same input) or, for what the binding checks itself, its own."""
 import json
 import os
+import platform
 import shutil
 import unittest
 
@@ -167,7 +168,11 @@ class Errors(unittest.TestCase):
         with self.assertRaises(mact.InputError):
             mact.Policy.from_pretrained(MODEL, precision="fp16")
         with self.assertRaises(mact.InputError):
-            mact.Policy.from_pretrained(MODEL, kernels="neon")
+            mact.Policy.from_pretrained(MODEL, kernels="sse9")
+        if platform.machine() in ("x86_64", "AMD64"):  # a kernels name of another architecture: the library says so
+            with self.assertRaises(mact.UnsupportedError) as cm:
+                mact.Policy.from_pretrained(MODEL, kernels="neon")
+            self.assertIn("ARM", str(cm.exception))
 
     def test_closed_policy(self):
         p = mact.Policy.from_pretrained(MODEL)

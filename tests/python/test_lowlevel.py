@@ -37,7 +37,7 @@ class Lowlevel(unittest.TestCase):
         i = self.policy.info
         self.assertEqual((i.max_action_dim, i.max_action_horizon, i.tokens_per_image), (32, 30, 16))
         self.assertEqual(i.precision, "bf16")
-        self.assertIn(i.kernels, ("ref", "avx2", "avx512", "avx512bf16"))
+        self.assertIn(i.kernels, ("ref", "avx2", "avx512", "avx512bf16", "neon", "neon-dotprod", "neon-i8mm"))
         self.assertEqual(i.patch_dim, i.patch_size * i.patch_size * 3)
         r = subprocess.run([MACT_BIN, "inspect", MODEL], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
