@@ -7,6 +7,9 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 
+/* an op of the context's table, or its plain-C reference where the backend leaves it out (NULL) */
+#define OP(ops, f) ((ops)->f ? (ops)->f : mact_ref_##f)
+
 const char *mact_precision_name(int prec)
 {
     return prec == MACT_PREC_BF16 ? "bf16" : prec == MACT_PREC_INT8 ? "int8" : "fp32";
@@ -37,7 +40,7 @@ static void rowmajor_task(void *arg, int64_t b, int tid)
     (void)tid;
     const rowmajor_job *j = arg;
     int64_t n0 = b * 16, n1 = n0 + 16 < j->N ? n0 + 16 : j->N;
-    j->ops->mm_rows(j->y, j->ldy, j->x, j->ldx, j->w, j->dt, j->bias, j->M, n0, n1, j->K, j->epi);
+    OP(j->ops, mm_rows)(j->y, j->ldy, j->x, j->ldx, j->w, j->dt, j->bias, j->M, n0, n1, j->K, j->epi);
 }
 
 void mact_matmul_epi(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W,
@@ -84,7 +87,7 @@ static void layernorm_task(void *arg, int64_t c, int tid)
     (void)tid;
     const norm_job *j = arg;
     for (int64_t r = c * NORM_ROWS; r < j->rows && r < (c + 1) * NORM_ROWS; r++)
-        j->ops->layernorm_row(j->y + r * j->dim, j->x + r * j->dim, j->w, j->b, j->eps, j->dim);
+        OP(j->ops, layernorm_row)(j->y + r * j->dim, j->x + r * j->dim, j->w, j->b, j->eps, j->dim);
 }
 
 void mact_layernorm(const mact_kctx *kc, float *y, const float *x, const float *w, const float *b, float eps,
@@ -99,7 +102,7 @@ static void rmsnorm_task(void *arg, int64_t c, int tid)
     (void)tid;
     const norm_job *j = arg;
     for (int64_t r = c * NORM_ROWS; r < j->rows && r < (c + 1) * NORM_ROWS; r++)
-        j->ops->rmsnorm_row(j->y + r * j->ld, j->x + r * j->ld, j->w, j->eps, j->dim);
+        OP(j->ops, rmsnorm_row)(j->y + r * j->ld, j->x + r * j->ld, j->w, j->eps, j->dim);
 }
 
 void mact_rmsnorm(const mact_kctx *kc, float *y, const float *x, const float *w, float eps, int64_t rows, int64_t dim,
@@ -123,7 +126,7 @@ static void gelu_task(void *arg, int64_t c, int tid)
     (void)tid;
     const elt_job *j = arg;
     int64_t a = c * ELT_CHUNK, len = j->n - a < ELT_CHUNK ? j->n - a : ELT_CHUNK;
-    j->ops->gelu(j->y + a, len);
+    OP(j->ops, gelu)(j->y + a, len);
 }
 
 void mact_gelu_tanh(const mact_kctx *kc, float *x, int64_t n)
@@ -137,7 +140,7 @@ static void silu_mul_task(void *arg, int64_t c, int tid)
     (void)tid;
     const elt_job *j = arg;
     int64_t a = c * ELT_CHUNK, len = j->n - a < ELT_CHUNK ? j->n - a : ELT_CHUNK;
-    j->ops->silu_mul(j->y + a, j->a + a, j->b + a, len);
+    OP(j->ops, silu_mul)(j->y + a, j->a + a, j->b + a, len);
 }
 
 void mact_silu_mul(const mact_kctx *kc, float *y, const float *gate, const float *val, int64_t n)
@@ -150,7 +153,7 @@ static void silu_mul_rows_task(void *arg, int64_t r, int tid)
 {
     (void)tid;
     const elt_job *j = arg;
-    j->ops->silu_mul(j->y + r * j->ldy, j->a + r * j->ld, j->b + r * j->ld, j->n);
+    OP(j->ops, silu_mul)(j->y + r * j->ldy, j->a + r * j->ld, j->b + r * j->ld, j->n);
 }
 
 void mact_silu_mul_rows(const mact_kctx *kc, float *y, int64_t ldy, const float *gate, const float *val, int64_t ldg,
@@ -168,12 +171,12 @@ void mact_add_inplace(float *y, const float *x, int64_t n)
 void mact_modulate_rows(const mact_kctx *kc, float *y, int64_t rows, int64_t dim, const float *shift,
                         const float *scale)
 {
-    kc->ops->modulate_rows(y, rows, dim, shift, scale);
+    OP(kc->ops, modulate_rows)(y, rows, dim, shift, scale);
 }
 
 void mact_gated_add_rows(const mact_kctx *kc, float *z, const float *y, const float *gate, int64_t rows, int64_t dim)
 {
-    kc->ops->gated_add_rows(z, y, gate, rows, dim);
+    OP(kc->ops, gated_add_rows)(z, y, gate, rows, dim);
 }
 
 /* ---- attention ---- */
@@ -187,14 +190,7 @@ int64_t mact_attention_scratch(int64_t nk)
     return (128 + 16) * nkp + 1024;
 }
 
-typedef struct {
-    float *out, *scratch;
-    const float *q, *k, *v, *bias;
-    const uint8_t *key_ok;
-    int64_t out_ld, q_ld, kv_ld, nq, nk;
-    int n_heads, n_kv, hd;
-    float scale;
-} att_job;
+typedef mact_att_job att_job;
 
 /* one (head, query row) */
 static void attention_ref_task(void *arg, int64_t t, int tid)
@@ -257,7 +253,7 @@ void mact_attention(const mact_kctx *kc, float *out, int64_t out_ld, const float
     if (kc->ops->attention && kc->ops->attention(kc, out, out_ld, q, q_ld, k, v, kv_ld, nq, nk, n_heads, n_kv, hd,
                                                  scale, bias, key_ok, scratch))
         return;
-    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale};
+    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale, NULL};
     mact_kctx_run(kc, (int64_t)n_heads * nq, nq * nk * n_heads > 4096, attention_ref_task, &j);
 }
 

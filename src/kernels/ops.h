@@ -7,6 +7,17 @@
 #define MACT_KERNELS_OPS_H
 #include "kernels/kernels.h"
 
+/* One attention call as its pool tasks see it (shared by the reference, x86 and ARM attention paths). */
+typedef struct {
+    float *out, *scratch;
+    const float *q, *k, *v, *bias;
+    const uint8_t *key_ok;
+    int64_t out_ld, q_ld, kv_ld, nq, nk;
+    int n_heads, n_kv, hd;
+    float scale;
+    const uint32_t *kvp;  /* packed K/V (the bf16 path's kv_pack) or NULL: k and v */
+} mact_att_job;
+
 struct mact_ops {
     const char *name;
     int kernels;  /* MACT_KERNELS_* */
@@ -44,6 +55,10 @@ struct mact_ops {
     double (*peak_gflops)(int use_bf16, int threads);
     double (*peak_gops_i8)(int threads);
 };
+
+/* kernels/peak.c: body(iters) on `threads` plain threads, best of 3, in G ops/s for ops_per_iter per iteration
+ * (the bench's instruction peaks of every backend) */
+double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads);
 
 /* kernels/ref/ref.c */
 extern const mact_ops mact_ops_ref;

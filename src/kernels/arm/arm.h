@@ -29,9 +29,8 @@ void mact_arm_gated_add_rows(float *z, const float *y, const float *gate, int64_
 int mact_arm_attention(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k,
                        const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd,
                        float scale, const float *bias, const uint8_t *key_ok, float *scratch);
-/* the bench's instruction peaks over threads: fp32 FMLA in GFLOP/s (peak.c), SDOT in GOP/s (gemm_i8.c);
- * mact_arm_peak_run: body(iters) on `threads` plain threads, best of 3, in G(FL)OP/s */
-double mact_arm_peak_run(double (*body)(long), long iters, double ops_per_iter, int threads);
+/* the bench's instruction peaks over threads (timed by mact_peak_best_of_3, kernels/peak.c): fp32 FMLA in
+ * GFLOP/s (peak.c), SDOT in GOP/s (gemm_i8.c) */
 double mact_arm_peak_gflops(int use_bf16, int threads);
 double mact_arm_peak_gops_i8(int threads);
 

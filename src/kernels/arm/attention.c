@@ -6,14 +6,7 @@
 #include <arm_neon.h>
 #include "kernels/arm/arm.h"
 
-typedef struct {
-    float *out, *scratch;
-    const float *q, *k, *v, *bias;
-    const uint8_t *key_ok;
-    int64_t out_ld, q_ld, kv_ld, nq, nk;
-    int n_heads, n_kv, hd;
-    float scale;
-} att_job;
+typedef mact_att_job att_job;
 
 static inline float dot(const float *a, const float *b, int n)
 {
@@ -76,7 +69,7 @@ int mact_arm_attention(const mact_kctx *kc, float *out, int64_t out_ld, const fl
                        float scale, const float *bias, const uint8_t *key_ok, float *scratch)
 {
     if (hd < 4) return 0; /* nothing to vectorise: the reference loop */
-    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale};
+    att_job j = {out, scratch, q, k, v, bias, key_ok, out_ld, q_ld, kv_ld, nq, nk, n_heads, n_kv, hd, scale, NULL};
     mact_kctx_run(kc, (int64_t)n_heads * nq, nq * nk * n_heads > 4096, att_task, &j);
     return 1;
 }

@@ -156,4 +156,4 @@ static double sdot_body(long iters)
     return (double)vaddvq_s32(s);
 }
 
-double mact_arm_peak_gops_i8(int threads) { return mact_arm_peak_run(sdot_body, 5000000, 16 * 32, threads); }
+double mact_arm_peak_gops_i8(int threads) { return mact_peak_best_of_3(sdot_body, 5000000, 16 * 32, threads); }

@@ -3,13 +3,10 @@
  * 2 FMLA per cycle (4-cycle latency: 8 chains would do; 16 leave room for wider cores). Under qemu the number
  * measures the emulator, not a CPU. */
 #include <arm_neon.h>
-#include <pthread.h>
-#include <time.h>
 #include "kernels/arm/arm.h"
 
 #define CHAINS 16
 
-typedef struct { double (*body)(long); long iters; double sink; } peak_arg;
 
 static double fmla_body(long iters)
 {
@@ -27,47 +24,9 @@ static double fmla_body(long iters)
     return vaddvq_f32(s);
 }
 
-static void *peak_thread(void *p)
-{
-    peak_arg *a = p;
-    a->sink = a->body(a->iters);
-    return NULL;
-}
-
-double mact_arm_peak_run(double (*body)(long), long iters, double ops_per_iter, int threads)
-{
-    if (threads < 1) threads = 1;
-    if (threads > 256) threads = 256;
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        struct timespec t0, t1;
-        pthread_t th[256];
-        peak_arg pa[256];
-        int started = 0;
-        double sink = 0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int t = 1; t < threads; t++) {
-            pa[t] = (peak_arg){body, iters, 0};
-            if (pthread_create(&th[t], NULL, peak_thread, &pa[t])) break;
-            started = t;
-        }
-        sink += body(iters);
-        for (int t = 1; t <= started; t++) {
-            pthread_join(th[t], NULL);
-            sink += pa[t].sink;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if (started + 1 < threads) return 0;
-        const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        const double g = (double)threads * (double)iters * ops_per_iter / s / 1e9;
-        if (g > best && sink == sink) best = g;
-    }
-    return best;
-}
-
 double mact_arm_peak_gflops(int use_bf16, int threads)
 {
     (void)use_bf16; /* the ARM levels compute their fp32 / bf16-mode GEMMs as fp32 FMLA today */
     /* ~0.1 s per thread at 2 FMLA per cycle and 2 GHz */
-    return mact_arm_peak_run(fmla_body, 5000000, CHAINS * 4 * 2, threads);
+    return mact_peak_best_of_3(fmla_body, 5000000, CHAINS * 4 * 2, threads);
 }

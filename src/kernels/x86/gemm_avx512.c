@@ -656,16 +656,7 @@ TF static float softmax_row(float *s, int64_t nk, int64_t nkp, float scale, cons
     return (float)(1.0 / (double)_mm512_reduce_add_ps(sum));
 }
 
-/* one attention call as its per-head jobs see it */
-typedef struct {
-    float *out, *scratch;
-    const float *q, *k, *v, *bias;
-    const uint8_t *key_ok;
-    int64_t out_ld, q_ld, kv_ld, nq, nk;
-    int n_heads, n_kv, hd;
-    float scale;
-    const uint32_t *kvp;  /* packed K/V (mact_x86_kv_pack_bf16) or NULL: k and v */
-} att_job;
+typedef mact_att_job att_job;
 
 /* one head: K transposed once, then blocks of 8 query rows */
 TF static void attention_head_task(void *arg, int64_t hh, int t)
@@ -947,51 +938,6 @@ TF static double peak_f32(long iters)
     return _mm512_reduce_add_ps(s);
 }
 
-typedef struct {
-    double (*body)(long);
-    long iters;
-    double sink;
-} peak_arg;
-
-static void *peak_thread(void *a)
-{
-    peak_arg *p = a;
-    p->sink = p->body(p->iters);
-    return NULL;
-}
-
-/* the bench's instruction peaks: `threads` plain threads, each running body (no pool: a peak must not wait
- * on a job queue) */
-double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads)
-{
-    if (threads < 1) threads = 1;
-    if (threads > 256) threads = 256;
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        struct timespec t0, t1;
-        double sink = 0;
-        pthread_t th[256];
-        peak_arg pa[256];
-        int started = 0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int t = 1; t < threads; t++) {
-            pa[t] = (peak_arg){body, iters, 0};
-            if (pthread_create(&th[t], NULL, peak_thread, &pa[t])) break;
-            started = t;
-        }
-        sink += body(iters);
-        for (int t = 1; t <= started; t++) {
-            pthread_join(th[t], NULL);
-            sink += pa[t].sink;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if (started + 1 < threads) return 0;
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        double g = (double)threads * (double)iters * ops_per_iter / s / 1e9;
-        if (g > best && sink == sink) best = g;
-    }
-    return best;
-}
 
 double mact_x86_peak_gflops(int use_bf16, int threads)
 {

@@ -11,13 +11,7 @@ static const mact_ops ops_avx2 = {
     .name = "avx2",
     .kernels = MACT_KERNELS_X86_AVX2,
     .isa = MACT_ISA_AVX2,
-    .mm_rows = mact_x86_mm_rows_avx2,
-    .layernorm_row = mact_ref_layernorm_row,
-    .rmsnorm_row = mact_ref_rmsnorm_row,
-    .gelu = mact_ref_gelu,
-    .silu_mul = mact_ref_silu_mul,
-    .modulate_rows = mact_ref_modulate_rows,
-    .gated_add_rows = mact_ref_gated_add_rows,
+    .mm_rows = mact_x86_mm_rows_avx2,  /* every other op: the reference (NULL) */
 };
 
 #define AVX512_COMMON                                                                                            \

@@ -40,9 +40,6 @@ void mact_rmsnorm_row_avx512(float *y, const float *x, const float *w, float eps
 void mact_modulate_rows_avx512(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
 void mact_gated_add_rows_avx512(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
 double mact_x86_peak_gflops(int use_bf16, int threads);
-/* Instruction-peak timing shared by the peaks: best of 3 runs of body(iters) on `threads` threads, in G ops/s
- * for ops_per_iter per call iteration. */
-double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads);
 
 /* gemm_int8.c: y = x W^T on an MACT_PACK_I8 weight (x quantized per row to u8 inside); the plain-C kernel
  * computes the same int32 sums and the same fp32 rescale (tests compare the two) */
