@@ -45,10 +45,14 @@ LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
 DEV_SRC  := $(wildcard src/dev/*.c)
 DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o)
-# the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so
-SERVER_SRC := $(wildcard src/server/*.c)
+# the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so. Left out of
+# cross builds (SERVER= ): libwebsockets-dev:arm64 does not co-install with the amd64 package.
+SERVER  ?= $(if $(CROSS),,1)
+SERVER_SRC := $(if $(SERVER),$(wildcard src/server/*.c))
 SERVER_OBJ := $(SERVER_SRC:src/%.c=$(BUILD)/obj/%.o)
-SERVER_LIBS := -lwebsockets -lmsgpackc
+SERVER_LIB := $(if $(SERVER),$(BUILD)/libmact_server.a)
+SERVER_LIBS := $(if $(SERVER),-lwebsockets -lmsgpackc)
+TOOLS_SRC := $(if $(SERVER),$(wildcard tools/*.c),$(filter-out tools/serve_cmd.c,$(wildcard tools/*.c)))
 HDRS     := $(wildcard include/*.h src/*/*.h src/*/*/*.h)
 TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool
 
@@ -90,8 +94,8 @@ $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 # the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart and eval's plot
-$(BUILD)/mact: $(wildcard tools/*.c tools/*.h) $(BUILD)/libmact_server.a $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) -Itools $(wildcard tools/*.c) $(BUILD)/libmact_server.a $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(SERVER_LIBS) $(LDLIBS) -lcairo -o $@
+$(BUILD)/mact: $(TOOLS_SRC) $(wildcard tools/*.h) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
+	$(CC) $(CFLAGS) $(if $(SERVER),,-DMACT_NO_SERVER) -Itools $(TOOLS_SRC) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(SERVER_LIBS) $(LDLIBS) -lcairo -o $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
 	@mkdir -p $(dir $@)

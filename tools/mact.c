@@ -93,7 +93,14 @@ int main(int argc, char **argv)
     if (!strcmp(c, "synth-dataset")) return cmd_synth_dataset(argc - 2, argv + 2);
     if (!strcmp(c, "stats")) return cmd_stats(argc - 2, argv + 2);
     if (!strcmp(c, "eval")) return cmd_eval(argc - 2, argv + 2);
+#ifndef MACT_NO_SERVER
     if (!strcmp(c, "serve")) return cmd_serve(argc - 2, argv + 2);
+#else
+    if (!strcmp(c, "serve")) {
+        fprintf(stderr, "mact: this build has no policy server (built with SERVER= ; a cross build leaves it out)\n");
+        return 2;
+    }
+#endif
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(c, "parity")) return cmd_parity(argc - 2, argv + 2);
     if (!strcmp(c, "prune-analyze")) return cmd_prune_analyze(argc - 2, argv + 2);
