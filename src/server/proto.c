@@ -89,9 +89,24 @@ static void pk_id(msgpack_packer *pk, const srv_req *r)
 }
 
 /* ---- request fields shared by the msgpack protocols ---- */
-static int mp_opt_arr(const msgpack_object *obs, const char *key, srv_arr *a, srv_arr **p, char *err, size_t el)
+/* the request options every protocol may carry, read by a getter per wire format (msgpack or JSON) into *p
+ * (NULL when absent) and applied to r; the arrays are freed either way */
+typedef int (*opt_get_fn)(const void *obj, const char *key, srv_arr *a, srv_arr **p, char *err, size_t el);
+static int read_options(srv_req *r, const void *obj, opt_get_fn get, char *err, size_t el)
 {
-    const msgpack_object *o = srv_mp_get(obs, key);
+    static const char *const keys[4] = {"seed", "noise", "num_steps", "n_action_steps"};
+    srv_arr a[4], *p[4] = {NULL, NULL, NULL, NULL};
+    int rc = 0;
+    for (int i = 0; i < 4 && !rc; i++) rc = get(obj, keys[i], &a[i], &p[i], err, el) ? -1 : 0;
+    if (!rc) rc = srv_req_options(r, p[0], p[1], p[2], p[3], err, el);
+    for (int i = 0; i < 4; i++)
+        if (p[i]) srv_arr_free(p[i]);
+    return rc;
+}
+
+static int mp_opt_arr(const void *obj, const char *key, srv_arr *a, srv_arr **p, char *err, size_t el)
+{
+    const msgpack_object *o = srv_mp_get((const msgpack_object *)obj, key);
     *p = NULL;
     if (!o || o->type == MSGPACK_OBJECT_NIL) return 0;
     char e2[256];
@@ -156,22 +171,7 @@ static int mp_request(srv *S, int proto, const msgpack_object *obs, srv_req *r, 
     const msgpack_object *tag = srv_mp_get(obs, "normalization_tag");
     if (!tag) tag = srv_mp_get(obs, "norm_tag");
     if (tag && !srv_mp_str(tag, &s, &n)) set_small(r->norm_tag, sizeof r->norm_tag, s, n);
-    srv_arr sa, na, ta, aa, *sp, *np_, *tp, *ap;
-    int rc = -1;
-    if (!mp_opt_arr(obs, "seed", &sa, &sp, err, el)) {
-        if (!mp_opt_arr(obs, "noise", &na, &np_, err, el)) {
-            if (!mp_opt_arr(obs, "num_steps", &ta, &tp, err, el)) {
-                if (!mp_opt_arr(obs, "n_action_steps", &aa, &ap, err, el)) {
-                    rc = srv_req_options(r, sp, np_, tp, ap, err, el);
-                    if (ap) srv_arr_free(ap);
-                }
-                if (tp) srv_arr_free(tp);
-            }
-            if (np_) srv_arr_free(np_);
-        }
-        if (sp) srv_arr_free(sp);
-    }
-    return rc;
+    return read_options(r, obs, mp_opt_arr, err, el);
 }
 
 static int unpack(srv *S, srv_job *j, msgpack_unpacked *u, char *err, size_t el)
@@ -424,9 +424,9 @@ fail:
 }
 
 /* ---- /act ---- */
-static int js_opt(const cJSON *obj, const char *key, srv_arr *a, srv_arr **p, char *err, size_t el)
+static int js_opt(const void *obj, const char *key, srv_arr *a, srv_arr **p, char *err, size_t el)
 {
-    const cJSON *o = srv_js_get(obj, key);
+    const cJSON *o = srv_js_get((const cJSON *)obj, key);
     *p = NULL;
     if (!o || cJSON_IsNull(o)) return 0;
     char e2[256];
@@ -491,22 +491,7 @@ static int js_request(srv *S, const cJSON *obj, srv_req *r, char *err, size_t el
     }
     const cJSON *tag = cJSON_GetObjectItemCaseSensitive(obj, "normalization_tag");
     if (cJSON_IsString(tag)) set_small(r->norm_tag, sizeof r->norm_tag, tag->valuestring, strlen(tag->valuestring));
-    srv_arr sa, na, ta, aa, *sp, *np_, *tp, *ap;
-    int rc = -1;
-    if (!js_opt(obj, "seed", &sa, &sp, err, el)) {
-        if (!js_opt(obj, "noise", &na, &np_, err, el)) {
-            if (!js_opt(obj, "num_steps", &ta, &tp, err, el)) {
-                if (!js_opt(obj, "n_action_steps", &aa, &ap, err, el)) {
-                    rc = srv_req_options(r, sp, np_, tp, ap, err, el);
-                    if (ap) srv_arr_free(ap);
-                }
-                if (tp) srv_arr_free(tp);
-            }
-            if (np_) srv_arr_free(np_);
-        }
-        if (sp) srv_arr_free(sp);
-    }
-    return rc;
+    return read_options(r, obj, js_opt, err, el);
 }
 
 void srv_handle_act(srv *S, srv_worker *w, srv_job *j)
