@@ -6,8 +6,9 @@
 #                            features with shapes and names, cameras, no problems
 #   ds_problem_*             a missing data file, total_frames disagreeing, a list longer than the feature's
 #                            shape, an unknown codebase_version: listed / clear errors naming file and column
-#   ds_stats_{lerobot,exact} mact stats over a v2.1 + a v3.0 dataset (dictionary fallback variant) against an
-#                            independent numpy implementation (tests/dataset/stats_ref.py): <= 1e-9 of the range
+#   ds_stats_{lerobot,lerobot-f64,exact} mact stats over a v2.1 + a v3.0 dataset (dictionary fallback variant)
+#                            against an independent numpy implementation (tests/dataset/stats_ref.py): <= 1e-9 of
+#                            the range; ds_stats_lerobot_1d the same for a one-dimensional feature (timestamp)
 #   ds_stats_inplace         one tag replaced in an existing norm_stats.json atomically, the other tags kept
 #   ds_stats_roundtrip       stats written into a `mact synth tiny` checkpoint's norm_stats.json: it loads and
 #                            `mact run` predicts with the new tag, actions inside the new [q01, q99]
@@ -85,12 +86,17 @@ for f in "$T"/a21/data/chunk-000/*.parquet "$T"/b30/data/chunk-000/*.parquet; do
     $MACT dataset dump "$f" >"$o" || { fail ds_stats_dump "mact dataset dump $f failed"; exit 1; }
     dumps+=("$o")
 done
-for m in lerobot exact; do
+for m in lerobot lerobot-f64 exact; do
     if $MACT stats --dataset "$T/a21" --dataset "$T/b30" --tag so101_test --method $m --out "$T/ns_$m.json" >"$T/st_$m.log" 2>&1 &&
        $PY tests/dataset/stats_ref.py $m "$T/ns_$m.json" so101_test "${dumps[@]}" >"$T/ref_$m.log" 2>&1; then
         pass "ds_stats_$m ($(cat "$T/ref_$m.log"))"
     else fail "ds_stats_$m" "mact stats or the numpy reference failed" "$T/ref_$m.log"; cat "$T/st_$m.log"; fi
 done
+# a one-dimensional float32 feature: np.mean reduces it with numpy's pairwise sum, not a running one
+if $MACT stats --dataset "$T/a21" --dataset "$T/b30" --tag ts --action-key timestamp --out "$T/ns_ts.json" >"$T/st_ts.log" 2>&1 &&
+   AKEY=timestamp $PY tests/dataset/stats_ref.py lerobot "$T/ns_ts.json" ts "${dumps[@]}" >"$T/ref_ts.log" 2>&1; then
+    pass "ds_stats_lerobot_1d ($(cat "$T/ref_ts.log"))"
+else fail ds_stats_lerobot_1d "mact stats or the numpy reference failed" "$T/ref_ts.log"; cat "$T/st_ts.log"; fi
 
 # --- in-place update of one tag ----------------------------------------------------------------------------
 cp "$T/ns_exact.json" "$T/multi.json"

@@ -1,9 +1,10 @@
 /* `mact stats --dataset DIR [--dataset DIR ...] --tag TAG [--action-key K] [--state-key K]
- *  [--method lerobot|exact] [--horizon H] [--control-mode M] [--setup-type S] [--normalize-gripper 0|1] --out FILE`:
+ *  [--method lerobot|lerobot-f64|exact] [--horizon H] [--control-mode M] [--setup-type S] [--normalize-gripper 0|1] --out FILE`:
  * MolmoAct2's molmoact2_norm_stats.v1 statistics of the action and state features (docs/datasets.md,
  * docs/spec/datasets.md 2.3). lerobot: per-episode 5000-bin histograms over linspace(min-1e-10, max+1e-10,
  * 5001) with linear interpolation inside the bin, then count-weighted means of the per-episode quantiles
- * across every episode of every dataset; exact: all values sorted, linear interpolation at q*(n-1). min/max
+ * across every episode of every dataset, the per-episode part in the feature's own precision as LeRobot runs
+ * under NumPy 2 (float32 for float32 features); lerobot-f64: the same in double throughout; exact: all values sorted, linear interpolation at q*(n-1). min/max
  * global, mean count-weighted, std pooled (population). FILE is created, or one tag of it is replaced in
  * place (written to a temporary name next to it, then renamed), keeping the other tags and the top-level keys. */
 #include <math.h>
@@ -35,12 +36,33 @@ typedef struct {
 
 static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
-/* LeRobot's RunningQuantileStats._compute_single_quantile over one episode's column */
+/* The quantile of a 5000-bin histogram as LeRobot's RunningQuantileStats._compute_single_quantile: the first
+ * bin whose cumulative count reaches q*n, linear inside it. de(k) is edges[k+1] - edges[k] in the edges'
+ * own precision (float32 edges subtract in float32 in numpy). */
+static void quantiles_from_hist(const int64_t *hist, int64_t n, const double *edges, const float *edges32, double *q)
+{
+    for (int j = 0; j < NQ; j++) {
+        double target = QS[j] * (double)n;
+        int64_t cum = 0, before = 0;
+        int idx = 0;
+        for (idx = 0; idx < NBINS; idx++) { before = cum; cum += hist[idx]; if ((double)cum >= target) break; }
+        double e0 = edges32 ? edges32[idx < NBINS ? idx : NBINS] : edges[idx < NBINS ? idx : NBINS];
+        if (idx == 0 || idx >= NBINS) { q[j] = e0; continue; }
+        int64_t in_bin = cum - before;
+        if (in_bin == 0) { q[j] = e0; continue; }
+        double frac = (target - (double)before) / (double)in_bin;
+        double de = edges32 ? (double)(float)(edges32[idx + 1] - edges32[idx]) : edges[idx + 1] - edges[idx];
+        q[j] = e0 + frac * de;
+    }
+}
+
+/* Double precision: edges start + i*step over linspace(min-1e-10, max+1e-10, 5001) (NumPy 1's arithmetic, or a
+ * float64 feature), a value's bin found from its scaled index and corrected against the edges. */
 static void hist_quantiles(const double *x, int64_t n, int stride, double mn, double mx, double *q)
 {
-    static int64_t hist[NBINS];
+    int64_t hist[NBINS];
+    double edges[NBINS + 1];
     double start = mn - 1e-10, stop = mx + 1e-10, step = (stop - start) / NBINS;
-    static double edges[NBINS + 1];
     for (int i = 0; i <= NBINS; i++) edges[i] = i * step + start;
     edges[NBINS] = stop;
     memset(hist, 0, sizeof hist);
@@ -54,18 +76,77 @@ static void hist_quantiles(const double *x, int64_t n, int stride, double mn, do
         else if (v >= edges[k + 1] && k != NBINS - 1) k++;
         if (k >= 0 && k < NBINS) hist[k]++;
     }
-    for (int j = 0; j < NQ; j++) {
-        double target = QS[j] * (double)n;
-        int64_t cum = 0, before = 0;
-        int idx = 0;
-        for (idx = 0; idx < NBINS; idx++) { before = cum; cum += hist[idx]; if ((double)cum >= target) break; }
-        if (idx == 0) { q[j] = edges[0]; continue; }
-        if (idx >= NBINS) { q[j] = edges[NBINS]; continue; }
-        int64_t in_bin = cum - before;
-        if (in_bin == 0) { q[j] = edges[idx]; continue; }
-        double frac = (target - (double)before) / (double)in_bin;
-        q[j] = edges[idx] + frac * (edges[idx + 1] - edges[idx]);
+    quantiles_from_hist(hist, n, edges, NULL, q);
+}
+
+/* numpy's pairwise summation of a contiguous float32 run (numpy/core/src/umath/loops_utils.h: blocks of 128,
+ * eight partial sums, split at a multiple of 8 above): what np.mean(axis=0) does when the reduced axis is the
+ * contiguous one, i.e. a feature of one dimension. */
+static float np_pairwise_f32(const float *a, int64_t n)
+{
+    if (n < 8) {
+        float r = 0.f;
+        for (int64_t i = 0; i < n; i++) r += a[i];
+        return r;
     }
+    if (n <= 128) {
+        float r[8];
+        int64_t i;
+        for (int k = 0; k < 8; k++) r[k] = a[k];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int k = 0; k < 8; k++) r[k] += a[i + k];
+        float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += a[i];
+        return res;
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return np_pairwise_f32(a, n2) + np_pairwise_f32(a + n2, n - n2);
+}
+
+/* One episode of a float32 feature exactly as LeRobot computes it under NumPy 2 (NEP 50 keeps float32 scalars
+ * float32): mean and mean of squares in float32 (np.mean over axis 0: a running sum in frame order when the
+ * feature has several dimensions, numpy's pairwise sum when it has one), std = sqrt(max(0, E[x^2] - E[x]^2))
+ * in float32, and the histogram over np.linspace(min - 1e-10, max + 1e-10, 5001) computed in float32: the
+ * subtraction rounds back to min for |min| above ~1e-3, edge i is f32(f32(i * step) + start) with the last
+ * edge = stop, and np.histogram puts a value in the last bin whose edge is <= it (the last bin closed).
+ * Reproduces real meta/stats.json files to double rounding (docs/datasets.md). col: n floats (scratch). */
+static void episode_f32(const double *x, int64_t n, int D, int j, float *col, double *mean, double *var, double *q)
+{
+    for (int64_t r = 0; r < n; r++) col[r] = (float)x[r * D + j];
+    float s, s2;
+    if (D == 1) {
+        s = np_pairwise_f32(col, n);
+        for (int64_t r = 0; r < n; r++) col[r] = col[r] * col[r];
+        s2 = np_pairwise_f32(col, n);
+        for (int64_t r = 0; r < n; r++) col[r] = (float)x[r * D + j];
+    } else {
+        s = 0.f; s2 = 0.f;
+        for (int64_t r = 0; r < n; r++) { float v = col[r]; float v2 = v * v; s += v; s2 += v2; }
+    }
+    float m = s / (float)n, m2 = s2 / (float)n;
+    float mm = m * m, vr = m2 - mm;
+    float sd = n < 2 ? 0.f : sqrtf(vr > 0.f ? vr : 0.f);
+    float sd2 = sd * sd;  /* aggregate_stats squares the float32 std */
+    *mean = m;
+    *var = sd2;
+    if (n < 2) { for (int k = 0; k < NQ; k++) q[k] = m; return; }
+    float mn = col[0], mx = col[0];
+    for (int64_t r = 1; r < n; r++) { if (col[r] < mn) mn = col[r]; if (col[r] > mx) mx = col[r]; }
+    float e[NBINS + 1];
+    float start = mn - 1e-10f, stop = mx + 1e-10f, delta = stop - start, step = delta / (float)NBINS;
+    for (int i = 0; i <= NBINS; i++) { float t = (float)i * step; e[i] = t + start; }
+    e[NBINS] = stop;
+    int64_t hist[NBINS];
+    memset(hist, 0, sizeof hist);
+    for (int64_t r = 0; r < n; r++) {
+        float v = col[r];
+        if (!(v >= e[0] && v <= e[NBINS])) continue;  /* outside the range: np.histogram drops it */
+        int lo = 0, hi = NBINS - 1;                    /* the last k in [0, NBINS-1] with e[k] <= v */
+        while (lo < hi) { int mid = (lo + hi + 1) / 2; if (e[mid] <= v) lo = mid; else hi = mid - 1; }
+        hist[lo]++;
+    }
+    quantiles_from_hist(hist, n, NULL, e, q);
 }
 
 static int acc_init(acc *a, int dim)
@@ -80,7 +161,7 @@ static int acc_init(acc *a, int dim)
     return 0;
 }
 
-static int acc_episode(acc *a, const double *x, int64_t n, int exact)
+static int acc_episode(acc *a, const double *x, int64_t n, int exact, int f32)
 {
     if (n <= 0) return 0;
     int D = a->dim;
@@ -97,21 +178,24 @@ static int acc_episode(acc *a, const double *x, int64_t n, int exact)
         for (int j = 0; j < D; j++) { a->all[j] = realloc(a->all[j], (size_t)c * sizeof(double)); if (!a->all[j]) return -1; }
         a->cap_all = c;
     }
+    float *col = f32 ? malloc((size_t)n * sizeof(float)) : NULL;
+    if (f32 && !col) return -1;
     for (int j = 0; j < D; j++) {
         double mn = INFINITY, mx = -INFINITY, s = 0;
         for (int64_t r = 0; r < n; r++) { double v = x[r * D + j]; s += v; if (v < mn) mn = v; if (v > mx) mx = v; }
-        double m = s / n, ss = 0;
+        double m = s / n, ss = 0, q[NQ];
         for (int64_t r = 0; r < n; r++) { double dv = x[r * D + j] - m; ss += dv * dv; }
         a->ep_mean[a->n_ep * D + j] = m;
         a->ep_var[a->n_ep * D + j] = ss / n;
         if (mn < a->min[j]) a->min[j] = mn;
         if (mx > a->max[j]) a->max[j] = mx;
-        double q[NQ];
-        if (n < 2) for (int k = 0; k < NQ; k++) q[k] = m;
+        if (f32) episode_f32(x, n, D, j, col, &a->ep_mean[a->n_ep * D + j], &a->ep_var[a->n_ep * D + j], q);
+        else if (n < 2) for (int k = 0; k < NQ; k++) q[k] = m;
         else hist_quantiles(x + j, n, D, mn, mx, q);
         for (int k = 0; k < NQ; k++) a->qsum[j * NQ + k] += q[k] * n;
         if (exact) for (int64_t r = 0; r < n; r++) a->all[j][a->n_all + r] = x[r * D + j];
     }
+    free(col);
     a->ep_n[a->n_ep++] = (double)n;
     if (exact) a->n_all += n;
     a->n += (double)n;
@@ -178,7 +262,7 @@ static void acc_free(acc *a)
 static int usage(void)
 {
     fprintf(stderr, "usage: mact stats --dataset DIR [--dataset DIR ...] --tag TAG [--action-key K] [--state-key K]\n"
-                    "       [--method lerobot|exact] [--horizon H] [--control-mode M] [--setup-type S]\n"
+                    "       [--method lerobot|lerobot-f64|exact] [--horizon H] [--control-mode M] [--setup-type S]\n"
                     "       [--normalize-gripper 0|1] [--lerobot-stats FILE] --out FILE\n"
                     "  FILE: created, or TAG replaced in place; --lerobot-stats also writes LeRobot's meta/stats.json layout\n");
     return 2;
@@ -214,8 +298,8 @@ int cmd_stats(int argc, char **argv)
         else return usage();
     }
     if (!nds || !tag || !out) return usage();
-    int exact = !strcmp(method, "exact");
-    if (!exact && strcmp(method, "lerobot")) { fprintf(stderr, "mact stats: --method must be lerobot or exact\n"); return 2; }
+    int exact = !strcmp(method, "exact"), f64 = !strcmp(method, "lerobot-f64");
+    if (!exact && !f64 && strcmp(method, "lerobot")) { fprintf(stderr, "mact stats: --method must be lerobot, lerobot-f64 or exact\n"); return 2; }
     /* the existing file and tag, if any */
     cJSON *root = NULL;
     int exists = access(out, F_OK) == 0;
@@ -266,13 +350,15 @@ int cmd_stats(int argc, char **argv)
                     fa->shape[0], fs->shape[0], adim, sdim);
             mact_ld_close(d); rc = 1; break;
         }
+        /* LeRobot's arithmetic follows the stored dtype: float32 features are reduced in float32 */
+        int f32[2] = {!f64 && !exact && !strcmp(fa->dtype, "float32"), !f64 && !exact && !strcmp(fs->dtype, "float32")};
         for (int e = 0; e < mact_ld_num_episodes(d) && !rc; e++) {
             double *x; int64_t n; int dim;
             for (int f = 0; f < 2 && !rc; f++) {
                 if (mact_ld_read(d, e, f ? skey : akey, &x, &n, &dim, err, sizeof err)) { fprintf(stderr, "mact stats: %s\n", err); rc = 1; break; }
                 for (int64_t i = 0; i < n * dim; i++)
                     if (!isfinite(x[i])) { fprintf(stderr, "mact stats: %s: episode %d, '%s': non-finite value at row %lld\n", ds[k], e, f ? skey : akey, (long long)(i / dim)); rc = 1; break; }
-                if (!rc && acc_episode(f ? &S : &A, x, n, exact)) { fprintf(stderr, "mact stats: out of memory\n"); rc = 1; }
+                if (!rc && acc_episode(f ? &S : &A, x, n, exact, f32[f])) { fprintf(stderr, "mact stats: out of memory\n"); rc = 1; }
                 free(x);
             }
         }
@@ -295,7 +381,7 @@ int cmd_stats(int argc, char **argv)
     if (!control) { control = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(prev, "control_mode")); if (!control) control = "absolute joint pose"; }
     cJSON_AddStringToObject(t, "setup_type", setup);
     cJSON_AddStringToObject(t, "control_mode", control);
-    cJSON_AddStringToObject(t, "stats_method", exact ? "exact" : "lerobot");
+    cJSON_AddStringToObject(t, "stats_method", method);
     cJSON *as = acc_json(&A, exact, ngrip), *ss = acc_json(&S, exact, ngrip);
     if (lrs) {  /* LeRobot's meta/stats.json: {feature: {min, max, mean, std, count, q01, ...}} */
         cJSON *l = cJSON_CreateObject(), *la = cJSON_Duplicate(as, 1), *ls = cJSON_Duplicate(ss, 1);
@@ -324,6 +410,6 @@ int cmd_stats(int argc, char **argv)
     int wrc = mact_file_write_atomic(out, txt, tl, e3, sizeof e3);
     free(txt);
     if (wrc) { fprintf(stderr, "mact stats: %s\n", e3); return 1; }
-    fprintf(stderr, "mact stats: %s: tag %s (%s), %.0f frames\n", out, tag, exact ? "exact" : "lerobot", A.n);
+    fprintf(stderr, "mact stats: %s: tag %s (%s), %.0f frames\n", out, tag, method, A.n);
     return 0;
 }
