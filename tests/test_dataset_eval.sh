@@ -9,6 +9,9 @@
 #   eval_static              --static-threshold excludes the frames whose chunk barely moves (SO-101 holds)
 #   eval_hold_absolute       SO-101 (absolute joints): the hold baseline is state[t] (checked with numpy)
 #   eval_model               --policy model: the tiny checkpoint predicts from the PNGs stored in the parquet
+#   eval_model_deterministic a rerun of the model policy gives byte-equal result.json and episodes.jsonl
+#   eval_bad_frame           a corrupt PNG inside the parquet: exit 1, a message naming episode, frame and camera,
+#                            no episode file (the frame reader thread stops cleanly)
 #   eval_plot                OUT/mae_per_step.png (cairo) from eval and from eval merge
 set -u
 cd "$(dirname "$0")/.."
@@ -75,6 +78,26 @@ $MACT eval --dataset "$T/lib" --model "$T/ck" --policy model --episodes 0:1 --se
 [ "$(jq_py "$T/model/result.json" "r['frames_evaluated'] > 0 and 0 < r['mae'] < 1e9 and r['hold_mae'] > 0")" = True ] &&
     echo "PASS eval_model ($(jq_py "$T/model/result.json" "'%d frames, MAE %.4g, hold %.4g, ratio %.3g (random weights)' % (r['frames_evaluated'], r['mae'], r['hold_mae'], r['ratio_to_hold'])"))" ||
     fail eval_model "model policy failed" "$T/model.err"
+# the frame reader thread: the same result on a rerun, and a corrupt PNG in the parquet is an error naming the
+# episode, frame and camera (the reader stops, inference stops, nothing hangs, no episode file is written)
+$MACT eval --dataset "$T/lib" --model "$T/ck" --policy model --episodes 0:1 --seed 5 --out "$T/model2" >/dev/null 2>&1 &&
+cmp -s "$T/model/result.json" "$T/model2/result.json" && cmp -s "$T/model/episodes.jsonl" "$T/model2/episodes.jsonl" &&
+    echo "PASS eval_model_deterministic" || fail eval_model_deterministic "a rerun of the model policy differs"
+$MACT synth-dataset "$T/badimg" --version v2.1 --robot libero --episodes 2 --len 25:30 --variant uncompressed --seed "$SEED" >/dev/null 2>&1
+$MACT stats --dataset "$T/badimg" --tag libero --out "$T/badimg_ns.json" >/dev/null 2>&1
+f=$(ls "$T"/badimg/data/chunk-000/*.parquet | head -1)
+$PY - "$f" <<'EOF'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.find(b"IDAT", b.find(b"IDAT") + 4)  # the second PNG's image data: episode 0, a frame after the first
+for k in range(i + 4, i + 12): b[k] ^= 0x5A
+open(sys.argv[1], "wb").write(bytes(b))
+EOF
+cp -r "$T/ck" "$T/ck_bad" && cp "$T/badimg_ns.json" "$T/ck_bad/norm_stats.json"
+timeout 120 $MACT eval --dataset "$T/badimg" --model "$T/ck_bad" --policy model --episodes 0:1 --horizon 10 --out "$T/bad" >"$T/bad.txt" 2>&1; rc=$?
+if [ $rc = 1 ] && grep -q "episode 0 frame [0-9]* camera" "$T/bad.txt" && [ -z "$(ls "$T/bad/episodes" 2>/dev/null)" ]; then
+    echo "PASS eval_bad_frame ($(grep -o 'episode 0 frame [0-9]* camera [^:]*: .*' "$T/bad.txt" | head -1 | cut -c1-120))"
+else fail eval_bad_frame "rc $rc (want 1), or no message naming the frame, or an episode file written" "$T/bad.txt"; fi
 if [ -s "$T/model/mae_per_step.png" ] && [ -s "$T/merged/mae_per_step.png" ] &&
    [ "$(head -c 8 "$T/model/mae_per_step.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
     echo "PASS eval_plot (mae_per_step.png written by eval and eval merge)"

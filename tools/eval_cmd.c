@@ -13,6 +13,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,11 @@
 #include <cjson/cJSON.h>
 #include "mact.h"
 #include "base/file.h"
+#include "base/parse.h"
 #include "io/image.h"
 #include "io/lerobot.h"
 #include "io/normstats.h"
+#include "eval_frames.h"
 
 int cmd_eval(int argc, char **argv);
 
@@ -359,6 +363,55 @@ static int merge(int argc, char **argv)
     return rc;
 }
 
+static int arg_error(const char *msg)
+{
+    fprintf(stderr, "mact eval: %s\n", msg);
+    return 2;
+}
+
+/* "I/N", both decimal, 0 <= I < N */
+static int parse_shard(const char *s, int *shard, int *nshard)
+{
+    char a[32], *slash = strchr(s, '/');
+    int64_t i, n;
+    if (!slash || slash - s >= (ptrdiff_t)sizeof a) return -1;
+    memcpy(a, s, (size_t)(slash - s));
+    a[slash - s] = 0;
+    if (mact_parse_i64(a, 0, INT32_MAX, &i) || mact_parse_i64(slash + 1, 1, INT32_MAX, &n) || i >= n) return -1;
+    *shard = (int)i; *nshard = (int)n;
+    return 0;
+}
+
+/* The shard from a scheduler's environment when --shard is not given. Kubernetes Indexed Jobs set
+ * JOB_COMPLETION_INDEX only: the count must come as JOB_COMPLETION_COUNT (docs/cluster.md). Slurm arrays set
+ * SLURM_ARRAY_TASK_ID/COUNT/MIN/STEP: the shard is (ID - MIN) / STEP, so --array=1-4 or 0-6:2 work too.
+ * Returns 0, or -1 after a message. */
+static int shard_from_env(int *shard, int *nshard)
+{
+    const char *ix = getenv("JOB_COMPLETION_INDEX"), *cn = getenv("JOB_COMPLETION_COUNT");
+    int64_t i, n, mn = 0, st = 1;
+    if (ix) {
+        if (!cn) { fprintf(stderr, "mact eval: JOB_COMPLETION_INDEX is set but not JOB_COMPLETION_COUNT (Kubernetes sets the index only): set it to the Job's completions, or pass --shard I/N\n"); return -1; }
+        if (mact_parse_i64(ix, 0, INT32_MAX, &i) || mact_parse_i64(cn, 1, INT32_MAX, &n) || i >= n) {
+            fprintf(stderr, "mact eval: JOB_COMPLETION_INDEX=%s / JOB_COMPLETION_COUNT=%s is not an index below a count\n", ix, cn); return -1;
+        }
+        *shard = (int)i; *nshard = (int)n;
+        return 0;
+    }
+    ix = getenv("SLURM_ARRAY_TASK_ID"); cn = getenv("SLURM_ARRAY_TASK_COUNT");
+    if (!ix) return 0;
+    const char *smin = getenv("SLURM_ARRAY_TASK_MIN"), *sstep = getenv("SLURM_ARRAY_TASK_STEP");
+    if (!cn || mact_parse_i64(ix, 0, INT32_MAX, &i) || mact_parse_i64(cn, 1, INT32_MAX, &n) ||
+        (smin && mact_parse_i64(smin, 0, INT32_MAX, &mn)) || (sstep && mact_parse_i64(sstep, 1, INT32_MAX, &st)) ||
+        i < mn || (i - mn) % st || (i - mn) / st >= n) {
+        fprintf(stderr, "mact eval: SLURM_ARRAY_TASK_ID=%s (COUNT=%s MIN=%s STEP=%s) does not name one of COUNT evenly spaced tasks: pass --shard I/N\n",
+                ix, cn ? cn : "unset", smin ? smin : "unset", sstep ? sstep : "unset");
+        return -1;
+    }
+    *shard = (int)((i - mn) / st); *nshard = (int)n;
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     if (argc >= 1 && !strcmp(argv[0], "merge")) return merge(argc - 1, argv + 1);
@@ -368,6 +421,7 @@ int cmd_eval(int argc, char **argv)
     double thr = 0;
     int so101_tf = 0;  /* the dataset is in the new SO-101 calibration, the checkpoint in the old one */
     uint64_t seed = 0;
+    char err[2048];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -378,32 +432,27 @@ int cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--norm-tag") && more) tag = argv[++i];
         else if (!strcmp(a, "--policy") && more) policy = argv[++i];
         else if (!strcmp(a, "--episodes") && more) eps = argv[++i];
-        else if (!strcmp(a, "--horizon") && more) H = atoi(argv[++i]);
+        else if (!strcmp(a, "--horizon") && more) { if (mact_parse_int_arg(a, argv[++i], 1, MAXH, &H, err, sizeof err)) return arg_error(err); }
         else if (!strcmp(a, "--first-k") && more) { if ((nk = parse_list(argv[++i], fk, 16)) < 1) return usage(); }
-        else if (!strcmp(a, "--static-threshold") && more) thr = atof(argv[++i]);
-        else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(a, "--steps") && more) steps = atoi(argv[++i]);
+        else if (!strcmp(a, "--static-threshold") && more) { if (mact_parse_f64_arg(a, argv[++i], 0, 1e30, &thr, err, sizeof err)) return arg_error(err); }
+        else if (!strcmp(a, "--seed") && more) { if (mact_parse_u64_arg(a, argv[++i], &seed, err, sizeof err)) return arg_error(err); }
+        else if (!strcmp(a, "--steps") && more) { if (mact_parse_int_arg(a, argv[++i], 1, 1000, &steps, err, sizeof err)) return arg_error(err); }
         else if (!strcmp(a, "--camera") && more && ncam < 8) cams[ncam++] = argv[++i];
         else if (!strcmp(a, "--action-key") && more) akey = argv[++i];
         else if (!strcmp(a, "--state-key") && more) skey = argv[++i];
         else if (!strcmp(a, "--so101-transform")) so101_tf = 1;
-        else if (!strcmp(a, "--shard") && more) { if (sscanf(argv[++i], "%d/%d", &shard, &nshard) != 2) return usage(); have_shard = 1; }
+        else if (!strcmp(a, "--shard") && more) { if (parse_shard(argv[++i], &shard, &nshard)) return arg_error("--shard must be I/N with 0 <= I < N"); have_shard = 1; }
         else return usage();
     }
     int pm = !strcmp(policy, "model") ? 0 : !strcmp(policy, "hold") ? 1 : !strcmp(policy, "replay") ? 2 : -1;
     if (!dsdir || !out || pm < 0 || (pm == 0 && !model) || (!model && !nsfile)) return usage();
-    if (!have_shard) {
-        const char *ix = getenv("JOB_COMPLETION_INDEX"), *cn = getenv("JOB_COMPLETION_COUNT");
-        if (!ix) { ix = getenv("SLURM_ARRAY_TASK_ID"); cn = getenv("SLURM_ARRAY_TASK_COUNT"); }
-        if (ix && cn) { shard = atoi(ix); nshard = atoi(cn); }
-    }
+    if (!have_shard && shard_from_env(&shard, &nshard)) return 2;
     if (nshard < 1 || shard < 0 || shard >= nshard) { fprintf(stderr, "mact eval: shard %d/%d out of range\n", shard, nshard); return 2; }
     /* norm stats: the model's or the given file */
     char p[4096];
     if (model) snprintf(p, sizeof p, "%s/norm_stats.json", model); else snprintf(p, sizeof p, "%s", nsfile);
     char *nstxt = slurp(p);
     static mact_norm_stats ns;
-    char err[2048];
     if (!nstxt || mact_norm_stats_parse(nstxt, &ns, err, sizeof err)) { fprintf(stderr, "mact eval: %s: %s\n", p, nstxt ? err : "cannot read"); free(nstxt); return 1; }
     free(nstxt);
     const mact_norm_tag *tg = mact_norm_find_tag(&ns, tag, err, sizeof err);
@@ -442,43 +491,40 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "mact eval: %s\n", err); free(sel); mact_model_free(m); mact_ld_close(d); return 1;
     }
     float *pred = malloc(sizeof(float) * 256 * 64);
-    double *gtn = malloc(sizeof(double) * MAXH * 64);
     int rc = 0, done = 0;
     struct timespec ts0, ts1;
     clock_gettime(CLOCK_MONOTONIC, &ts0);
     double frames_run = 0;
-    for (int q = 0; q < ns_sel && !rc; q++) {
-        if (q % nshard != shard) continue;
-        const mact_ld_episode *e = mact_ld_episode_at(d, sel[q]);
-        char fp[4200];
-        snprintf(fp, sizeof fp, "%s/ep_%06lld.json", p, (long long)e->index);
-        if (access(fp, F_OK) == 0) { done++; continue; }  /* finished by an earlier run */
-        double *act = NULL, *st = NULL;
-        int64_t n, n2;
-        int da, dsd;
-        uint8_t *ib[8] = {0};
-        int64_t *io[8] = {0}, nr;
-        if (mact_ld_read(d, sel[q], akey, &act, &n, &da, err, sizeof err) || mact_ld_read(d, sel[q], skey, &st, &n2, &dsd, err, sizeof err)) {
-            fprintf(stderr, "mact eval: %s\n", err); free(act); rc = 1; break;
-        }
-        for (int c = 0; pm == 0 && c < ncam && !rc; c++)
-            if (mact_ld_read_images(d, sel[q], cams[c], &ib[c], &io[c], &nr, err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", err); rc = 1; }
-        ep_sums S = {.ep = e->index, .H = H, .D = D};
-        for (int64_t t = 0; !rc && t + H <= n; t++) {
+    evf_options fo = {.d = d, .dsdir = dsdir, .akey = akey, .skey = skey, .cams = cams, .ncam = ncam, .decode = pm == 0,
+                      .sel = sel, .n_sel = ns_sel, .shard = shard, .nshard = nshard, .H = H, .static_threshold = thr, .episode_dir = p};
+    evf *fr_src = NULL;
+    if (!pred || evf_start(&fo, &fr_src, err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", pred ? err : "out of memory"); rc = 1; }
+    /* the episode being evaluated: its arrays are the producer's until EVF_EPISODE_END, so on an early stop the
+     * producer is joined (evf_stop) before they are freed */
+    double *act = NULL, *st = NULL;
+    int dsd = 0, q = 0;
+    const mact_ld_episode *e = NULL;
+    ep_sums S;
+    for (int fin = 0; !rc && !fin;) {
+        evf_item it;
+        evf_next(fr_src, &it);
+        switch (it.kind) {
+        case EVF_ERROR: fprintf(stderr, "mact eval: %s\n", it.err); rc = 1; break;
+        case EVF_DONE: fin = 1; break;
+        case EVF_SKIPPED: done++; break;
+        case EVF_EPISODE:
+            q = it.q; e = mact_ld_episode_at(d, sel[q]);
+            act = it.act; st = it.st; dsd = it.dsd;
+            memset(&S, 0, sizeof S);
+            S.ep = e->index; S.H = H; S.D = D;
+            break;
+        case EVF_FRAME: {
+            int64_t t = it.t;
             const double *gt = act + t * D;
-            double mv = 0;
-            for (int k = 0; k < H; k++) for (int j = 0; j < D; j++) mv = fmax(mv, fabs(gt[k * D + j] - gt[j]));
-            if (mv <= thr) { S.excluded++; continue; }
+            if (it.excluded) { S.excluded++; break; }
             if (pm == 0) {
-                mact_image im[8] = {{0}};
-                mact_frame fr[8];
-                for (int c = 0; c < ncam && !rc; c++) {
-                    if (mact_image_load_memory(ib[c] + io[c][t], (size_t)(io[c][t + 1] - io[c][t]), &im[c], err, sizeof err)) {
-                        fprintf(stderr, "mact eval: %s: episode %lld frame %lld camera %s: %s\n", dsdir, (long long)e->index, (long long)t, cams[c], err);
-                        rc = 1;
-                    }
-                    fr[c] = (mact_frame){im[c].data, (int)im[c].height, (int)im[c].width};
-                }
+                mact_frame fr[EVF_MAX_CAMS];
+                for (int c = 0; c < ncam; c++) fr[c] = (mact_frame){it.im[c].data, (int)it.im[c].height, (int)it.im[c].width};
                 float sv[64];
                 static const double sg[6] = {1, -1, 1, 1, 1, 1}, of[6] = {0, 90, 90, 0, 0, 0};
                 for (int j = 0; j < dsd && j < 64; j++)
@@ -486,9 +532,9 @@ int cmd_eval(int argc, char **argv)
                 mact_predict_input in = {.frames = fr, .n_frames = (size_t)ncam, .task = e->task, .state = sv, .state_dim = (size_t)dsd,
                                          .options = {.norm_tag = tag, .num_steps = steps, .n_action_steps = H, .seed = seed + (uint64_t)t}};
                 mact_predict_output o = {.actions = pred, .actions_cap = 256 * 64};
-                if (!rc && mact_predict(s, &in, &o)) { fprintf(stderr, "mact eval: episode %lld frame %lld: %s\n", (long long)e->index, (long long)t, mact_session_error(s)); rc = 1; }
+                if (mact_predict(s, &in, &o)) { fprintf(stderr, "mact eval: episode %lld frame %lld: %s\n", (long long)e->index, (long long)t, mact_session_error(s)); rc = 1; }
                 if (!rc && ((int)o.n_steps != H || (int)o.action_dim != D)) { fprintf(stderr, "mact eval: the model returned %zux%zu actions, want %dx%d\n", o.n_steps, o.action_dim, H, D); rc = 1; }
-                for (int c = 0; c < ncam; c++) mact_image_free(&im[c]);
+                evf_item_free(&it);
                 if (rc) break;
                 if (so101_tf)  /* back to the dataset's calibration: arm = signs * (model - offsets) */
                     for (int k = 0; k < H; k++)
@@ -512,25 +558,32 @@ int cmd_eval(int argc, char **argv)
                     S.outside += g < fs->lo[j] || g > fs->hi[j];
                     if (j == grip) { S.m_grip += fabs(pv - g); S.h_grip += fabs(hv - g); S.grip_values++; }
                 }
+            break;
         }
-        (void)gtn;
-        free(act); free(st);
-        for (int c = 0; c < 8; c++) { free(ib[c]); free(io[c]); }
-        if (rc) break;
-        char *txt = ep_json(&S);
-        if (write_atomic(fp, txt)) { fprintf(stderr, "mact eval: cannot write %s\n", fp); rc = 1; }
-        free(txt);
-        done++;
-        clock_gettime(CLOCK_MONOTONIC, &ts1);
-        double el = (double)(ts1.tv_sec - ts0.tv_sec) + 1e-9 * (double)(ts1.tv_nsec - ts0.tv_nsec);
-        int left = 0;
-        for (int r = q + 1; r < ns_sel; r++) left += r % nshard == shard;
-        double fps = el > 0 ? frames_run / el : 0, per_ep = done ? el / done : 0;
-        fprintf(stderr, "\rmact eval: shard %d/%d: %d episodes done, %d left, %.0f frames, %.1f frames/s, ETA %.0f s   ", shard, nshard,
-                done, left, frames_run, fps, per_ep * left);
+        case EVF_EPISODE_END: {
+            free(act); free(st); act = st = NULL;
+            char fp[4200];
+            snprintf(fp, sizeof fp, "%s/ep_%06lld.json", p, (long long)e->index);
+            char *txt = ep_json(&S);
+            if (!txt || write_atomic(fp, txt)) { fprintf(stderr, "mact eval: cannot write %s\n", fp); rc = 1; }
+            free(txt);
+            done++;
+            clock_gettime(CLOCK_MONOTONIC, &ts1);
+            double el = (double)(ts1.tv_sec - ts0.tv_sec) + 1e-9 * (double)(ts1.tv_nsec - ts0.tv_nsec);
+            int left = 0;
+            for (int r = q + 1; r < ns_sel; r++) left += r % nshard == shard;
+            double fps = el > 0 ? frames_run / el : 0, per_ep = done ? el / done : 0;
+            fprintf(stderr, "\rmact eval: shard %d/%d: %d episodes done, %d left, %.0f frames, %.1f frames/s, ETA %.0f s   ", shard, nshard,
+                    done, left, frames_run, fps, per_ep * left);
+            break;
+        }
+        }
+        if (rc) evf_item_free(&it);
     }
+    evf_stop(fr_src);
+    free(act); free(st);
     fprintf(stderr, "\n");
-    free(pred); free(gtn); free(sel);
+    free(pred); free(sel);
     mact_session_free(s);
     mact_model_free(m);
     mact_ld_close(d);
