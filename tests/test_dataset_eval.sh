@@ -12,6 +12,7 @@
 #   eval_model_deterministic a rerun of the model policy gives byte-equal result.json and episodes.jsonl
 #   eval_bad_frame           a corrupt PNG inside the parquet: exit 1, a message naming episode, frame and camera,
 #                            no episode file (the frame reader thread stops cleanly)
+#   eval_tag_cameras         a tag's camera_keys entry missing from the dataset: exit 1 naming it and the dataset's
 #   eval_plot                OUT/mae_per_step.png (cairo) from eval and from eval merge
 set -u
 cd "$(dirname "$0")/.."
@@ -98,6 +99,16 @@ timeout 120 $MACT eval --dataset "$T/badimg" --model "$T/ck_bad" --policy model 
 if [ $rc = 1 ] && grep -q "episode 0 frame [0-9]* camera" "$T/bad.txt" && [ -z "$(ls "$T/bad/episodes" 2>/dev/null)" ]; then
     echo "PASS eval_bad_frame ($(grep -o 'episode 0 frame [0-9]* camera [^:]*: .*' "$T/bad.txt" | head -1 | cut -c1-120))"
 else fail eval_bad_frame "rc $rc (want 1), or no message naming the frame, or an episode file written" "$T/bad.txt"; fi
+# cameras come in the tag's camera_keys order; a tag camera the dataset lacks is an error listing its cameras
+cp -r "$T/ck" "$T/ck_cam"
+$PY - "$T/ck_cam/norm_stats.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1])); j["metadata_by_tag"]["libero"]["camera_keys"] = ["observation.images.front_left"]
+json.dump(j, open(sys.argv[1], "w"))
+EOF
+$MACT eval --dataset "$T/lib" --model "$T/ck_cam" --policy model --episodes 0:1 --out "$T/cam" >"$T/cam.txt" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "camera 'observation.images.front_left' is not a camera of .*observation.images.image" "$T/cam.txt" &&
+    echo "PASS eval_tag_cameras (a missing tag camera named, with the dataset's)" || fail eval_tag_cameras "rc $rc" "$T/cam.txt"
 if [ -s "$T/model/mae_per_step.png" ] && [ -s "$T/merged/mae_per_step.png" ] &&
    [ "$(head -c 8 "$T/model/mae_per_step.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
     echo "PASS eval_plot (mae_per_step.png written by eval and eval merge)"

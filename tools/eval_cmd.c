@@ -437,7 +437,7 @@ int cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--static-threshold") && more) { if (mact_parse_f64_arg(a, argv[++i], 0, 1e30, &thr, err, sizeof err)) return arg_error(err); }
         else if (!strcmp(a, "--seed") && more) { if (mact_parse_u64_arg(a, argv[++i], &seed, err, sizeof err)) return arg_error(err); }
         else if (!strcmp(a, "--steps") && more) { if (mact_parse_int_arg(a, argv[++i], 1, 1000, &steps, err, sizeof err)) return arg_error(err); }
-        else if (!strcmp(a, "--camera") && more && ncam < 8) cams[ncam++] = argv[++i];
+        else if (!strcmp(a, "--camera") && more) { if (ncam == EVF_MAX_CAMS) return arg_error("at most 8 --camera"); cams[ncam++] = argv[++i]; }
         else if (!strcmp(a, "--action-key") && more) akey = argv[++i];
         else if (!strcmp(a, "--state-key") && more) skey = argv[++i];
         else if (!strcmp(a, "--so101-transform")) so101_tf = 1;
@@ -466,9 +466,34 @@ int cmd_eval(int argc, char **argv)
     const mact_ld_feature *fa = mact_ld_find_feature(d, akey);
     int D = fa && fa->ndim == 1 ? fa->shape[0] : 0;
     if (!D || D != tg->action.dim) { fprintf(stderr, "mact eval: dataset '%s' has %d dims, the tag's action stats %d\n", akey, D, tg->action.dim); mact_ld_close(d); return 1; }
+    /* cameras in the model's order: --camera as given, else the tag's camera_keys (each must be a camera of the
+     * dataset), else the dataset's cameras in info.json order (tags such as SO100's name none) */
+    if (!ncam && tg->n_cameras > 0) {
+        if (tg->n_cameras > EVF_MAX_CAMS) { fprintf(stderr, "mact eval: tag %s names %d cameras, at most %d are evaluated\n", tg->name, tg->n_cameras, EVF_MAX_CAMS); mact_ld_close(d); return 1; }
+        for (int c = 0; c < tg->n_cameras; c++) {
+            const mact_ld_feature *cf = mact_ld_find_feature(d, tg->camera_keys[c]);
+            if (!cf || (strcmp(cf->dtype, "image") && strcmp(cf->dtype, "video"))) {
+                fprintf(stderr, "mact eval: the tag %s's camera '%s' is not a camera of %s; its cameras:", tg->name, tg->camera_keys[c], dsdir);
+                for (int i = 0; i < mact_ld_num_features(d); i++)
+                    if (!strcmp(mact_ld_feature_at(d, i)->dtype, "image") || !strcmp(mact_ld_feature_at(d, i)->dtype, "video")) fprintf(stderr, " %s", mact_ld_feature_at(d, i)->key);
+                fprintf(stderr, " (map them with --camera KEY, in the tag's order)\n");
+                mact_ld_close(d);
+                return 1;
+            }
+            cams[ncam++] = tg->camera_keys[c];
+        }
+    }
     if (!ncam)
-        for (int i = 0; i < mact_ld_num_features(d) && ncam < 8; i++)
+        for (int i = 0; i < mact_ld_num_features(d) && ncam < EVF_MAX_CAMS; i++)
             if (!strcmp(mact_ld_feature_at(d, i)->dtype, "image")) cams[ncam++] = mact_ld_feature_at(d, i)->key;
+    for (int c = 0; c < ncam; c++) {
+        const mact_ld_feature *cf = mact_ld_find_feature(d, cams[c]);
+        if (!cf || strcmp(cf->dtype, "image")) {
+            fprintf(stderr, "mact eval: camera '%s' is %s in %s\n", cams[c], cf ? "not an image feature" : "not a feature", dsdir);
+            mact_ld_close(d);
+            return 1;
+        }
+    }
     int grip = -1;
     for (int j = 0; j < fa->n_names && j < D; j++) if (strstr(fa->names[j], "gripper")) grip = j;
     /* the episodes of this shard */

@@ -171,10 +171,15 @@ int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size
                                "names", g->name);
                 goto out;
             }
-            cJSON_ArrayForEach(k, ck) if (!cJSON_IsString(k)) {
-                rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.camera_keys has a non-string entry",
-                               g->name);
-                goto out;
+            int ci = 0;
+            cJSON_ArrayForEach(k, ck) {
+                if (!cJSON_IsString(k) || strlen(k->valuestring) >= sizeof g->camera_keys[0]) {
+                    rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.camera_keys has a %s entry", g->name,
+                                   cJSON_IsString(k) ? "too long (>= 128 bytes)" : "non-string");
+                    goto out;
+                }
+                if (ci < MACT_NORM_MAX_CAMERAS) snprintf(g->camera_keys[ci], sizeof g->camera_keys[ci], "%s", k->valuestring);
+                ci++;
             }
             g->n_cameras = cJSON_GetArraySize(ck);
         }

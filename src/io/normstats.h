@@ -7,6 +7,7 @@
 
 #define MACT_NORM_MAX_DIM 64
 #define MACT_NORM_MAX_TAGS 32
+#define MACT_NORM_MAX_CAMERAS 8   /* camera_keys kept per tag (a tag may list more; only the count is kept then) */
 
 enum { MACT_NORM_Q01_Q99 = 0, MACT_NORM_MIN_MAX, MACT_NORM_MEAN_STD, MACT_NORM_Q10_Q90, MACT_NORM_NONE };
 
@@ -22,6 +23,7 @@ typedef struct {
     mact_feature_stats state, action;
     int action_horizon, n_action_steps;
     int n_cameras;                    /* entries of camera_keys (0: the tag names none, as SO100 tags do) */
+    char camera_keys[MACT_NORM_MAX_CAMERAS][128];  /* the first MACT_NORM_MAX_CAMERAS of them, in the model's order */
     char setup_type[512], control_mode[256];
 } mact_norm_tag;
 
