@@ -198,6 +198,24 @@ MACT_API void mact_model_get_info(const mact_model *m, mact_model_info *info);
  * NUL-terminated; MACT_ERR_INPUT when it did not fit in buflen (the text is then truncated). */
 MACT_API mact_status mact_model_describe(const mact_model *m, char *buf, size_t buflen);
 
+/* One tag of the checkpoint's norm_stats.json (metadata_by_tag), as mact_predict reads it. The strings belong
+ * to the model and live as long as it. */
+#define MACT_MAX_TAG_CAMERAS 8
+typedef struct {
+    const char *name;
+    int state_dim, action_dim;   /* of the tag's state_stats / action_stats */
+    int action_horizon;          /* 0: the file gives none (the model's max_action_horizon is used) */
+    int n_action_steps;          /* 0: the file gives none (the horizon is used) */
+    int n_cameras;               /* entries of camera_keys; 0: the tag lists none */
+    const char *camera_keys[MACT_MAX_TAG_CAMERAS]; /* the model's camera order: the first min(n_cameras, 8) */
+    const char *setup_type, *control_mode;         /* "" when absent */
+} mact_norm_tag_info;
+
+/* Tags in norm_stats.json's order; 0 when the checkpoint has no readable norm_stats.json. */
+MACT_API size_t mact_model_num_norm_tags(const mact_model *m);
+/* Tag i (0 <= i < mact_model_num_norm_tags); MACT_ERR_INPUT when i is out of range (*out zeroed). */
+MACT_API mact_status mact_model_norm_tag(const mact_model *m, size_t i, mact_norm_tag_info *out);
+
 /* mact_session_new's options; NULL or all zero: the defaults. */
 typedef struct {
     size_t max_images;   /* camera frames per call, at most 256; 0: MACT_DEFAULT_MAX_IMAGES */

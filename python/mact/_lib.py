@@ -34,6 +34,12 @@ class ModelInfo(Structure):
         "has_sampler", "pooling_mask", "encoder_mask", "precision", "pack_cache", "kernels")]
 
 
+class NormTagInfo(Structure):
+    _fields_ = [("name", c_char_p), ("state_dim", c_int), ("action_dim", c_int), ("action_horizon", c_int),
+                ("n_action_steps", c_int), ("n_cameras", c_int), ("camera_keys", c_char_p * 8),
+                ("setup_type", c_char_p), ("control_mode", c_char_p)]
+
+
 class SessionOptions(Structure):
     _fields_ = [("max_images", c_size_t), ("max_tokens", c_size_t), ("n_threads", c_int), ("threadpool", c_void_p)]
 
@@ -66,7 +72,7 @@ class TensorView(Structure):
     _fields_ = [("data", POINTER(c_float)), ("ndim", c_int), ("shape", c_int64 * 4)]
 
 
-STRUCTS = {"mact_load_options": LoadOptions, "mact_model_info": ModelInfo, "mact_session_options": SessionOptions,
+STRUCTS = {"mact_load_options": LoadOptions, "mact_model_info": ModelInfo, "mact_norm_tag_info": NormTagInfo, "mact_session_options": SessionOptions,
            "mact_frame": Frame, "mact_predict_options": PredictOptions, "mact_predict_input": PredictInput,
            "mact_timings": Timings, "mact_predict_output": PredictOutput, "mact_tensor_view": TensorView}
 
@@ -85,6 +91,8 @@ PROTOTYPES = {
     "mact_model_free": (None, [_P]),
     "mact_model_get_info": (None, [_P, POINTER(ModelInfo)]),
     "mact_model_describe": (c_int, [_P, c_char_p, c_size_t]),
+    "mact_model_num_norm_tags": (c_size_t, [_P]),
+    "mact_model_norm_tag": (c_int, [_P, c_size_t, POINTER(NormTagInfo)]),
     "mact_session_new": (c_int, [_P, POINTER(SessionOptions), _PP, c_char_p, c_size_t]),
     "mact_session_free": (None, [_P]),
     "mact_session_threads": (c_int, [_P]),

@@ -9,7 +9,6 @@ library call (ctypes.CDLL), so threads predicting on one Policy run in parallel.
 import contextlib
 import ctypes
 import dataclasses
-import json
 import operator
 import os
 import threading
@@ -51,7 +50,7 @@ class ModelInfo:
 
 @dataclasses.dataclass(frozen=True)
 class NormTag:
-    """One entry of the checkpoint's norm_stats.json (metadata_by_tag), as this binding reads it."""
+    """One entry of the checkpoint's norm_stats.json (metadata_by_tag), as the library reads it."""
     name: str
     state_dim: int
     action_dim: int
@@ -73,38 +72,20 @@ class ActionOutput:
     horizon: int            # action rows generated before the first n_action_steps were kept
 
 
-def _read_norm_tags(model_dir):
-    """norm_stats.json's tags (the C API has no accessor for them); {} when the file is missing or unreadable
-    (mact_predict then reports it)."""
-    try:
-        with open(os.path.join(model_dir, "norm_stats.json"), encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    tags = doc.get("metadata_by_tag") if isinstance(doc, dict) else None
+def _read_norm_tags(lib, model):
+    """The checkpoint's norm_stats.json tags as the library parsed them (mact_model_norm_tag); {} when the
+    file is missing or unreadable (mact_predict then reports it)."""
     out = {}
-    if not isinstance(tags, dict):
-        return out
-
-    def dim(stats):
-        if isinstance(stats, dict):
-            for k in ("q01", "mean", "min", "names", "mask"):
-                if isinstance(stats.get(k), list):
-                    return len(stats[k])
-        return 0
-
-    def num(v):
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
-
-    for name, t in tags.items():
-        if not isinstance(t, dict):
+    for i in range(lib.mact_model_num_norm_tags(model)):
+        t = _lib.NormTagInfo()
+        if lib.mact_model_norm_tag(model, i, ctypes.byref(t)):
             continue
-        cams = t.get("camera_keys")
-        cams = tuple(c for c in cams if isinstance(c, str)) if isinstance(cams, list) else ()
-        out[name] = NormTag(name=name, state_dim=dim(t.get("state_stats")), action_dim=dim(t.get("action_stats")),
-                            action_horizon=num(t.get("action_horizon")), n_action_steps=num(t.get("n_action_steps")),
-                            camera_keys=cams, setup_type=str(t.get("setup_type") or ""),
-                            control_mode=str(t.get("control_mode") or ""))
+        name = t.name.decode("utf-8", "replace")
+        cams = tuple(t.camera_keys[c].decode("utf-8", "replace") for c in range(min(t.n_cameras, 8)))
+        out[name] = NormTag(name=name, state_dim=t.state_dim, action_dim=t.action_dim,
+                            action_horizon=t.action_horizon, n_action_steps=t.n_action_steps, camera_keys=cams,
+                            setup_type=(t.setup_type or b"").decode("utf-8", "replace"),
+                            control_mode=(t.control_mode or b"").decode("utf-8", "replace"))
     return out
 
 
@@ -588,7 +569,7 @@ class Policy:
             encoder_mask=_lib.ENCODER_MASKS.get(ci.encoder_mask, "?"),
             precision=lib.mact_precision_str(ci.precision).decode(), pack_cache=_lib.PACK_CACHE.get(ci.pack_cache, "?"),
             kernels=_lib.KERNELS.get(ci.kernels, "?"))
-        self._state = _State(lib, out.value, info, _read_norm_tags(model_dir), model_dir)
+        self._state = _State(lib, out.value, info, _read_norm_tags(lib, out), model_dir)
         self._tls = threading.local()
         self._finalizer = weakref.finalize(self, self._state.close)
         return self
@@ -628,8 +609,7 @@ class Policy:
 
     @property
     def norm_tags(self):
-        """{name: NormTag} from the checkpoint's norm_stats.json (read by the binding: the C API has no
-        accessor for the tags)."""
+        """{name: NormTag} from the checkpoint's norm_stats.json (mact_model_norm_tag)."""
         return dict(self._state.norm_tags)
 
     def camera_keys(self, norm_tag=None):

@@ -1,6 +1,7 @@
 """The lower levels: tokenize, info, describe, the stage boundaries on numpy arrays (mact_stages.h), the struct
 layouts against a C compiler's, the version, how the library is found."""
 import ctypes
+import json
 import os
 import re
 import subprocess
@@ -47,6 +48,16 @@ class Lowlevel(unittest.TestCase):
         tag = self.policy.norm_tags["libero"]
         self.assertEqual((tag.state_dim, tag.action_dim, tag.action_horizon, tag.n_action_steps), (8, 7, 10, 10))
         self.assertEqual(self.policy.camera_keys(), tag.camera_keys)
+        # every tag as the JSON file has it (mact_model_norm_tag against Python's json module)
+        ns = json.load(open(os.path.join(MODEL, "norm_stats.json")))["metadata_by_tag"]
+        self.assertEqual(list(self.policy.norm_tags), list(ns))
+        for name, t in ns.items():
+            got = self.policy.norm_tags[name]
+            self.assertEqual((got.action_dim, got.state_dim, got.action_horizon, got.n_action_steps),
+                             (len(t["action_stats"]["q01"]), len(t["state_stats"]["q01"]), t.get("action_horizon", 0),
+                              t.get("n_action_steps", 0)), name)
+            self.assertEqual(got.camera_keys, tuple(t.get("camera_keys") or ()), name)
+            self.assertEqual((got.control_mode, got.setup_type), (t.get("control_mode", ""), t.get("setup_type", "")))
 
     def test_stages_reproduce_predict(self):
         with self.policy.session() as s:
