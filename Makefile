@@ -23,7 +23,9 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread -fPIC
 LIBCFLAGS = -fvisibility=hidden -DMACT_BUILD
-LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lzip -lsnappy -lzstd -lz -lm -pthread
+# FFmpeg's libraries decode dataset videos (src/io/video.c; plain -l so the cross build needs no arm64 pkg-config)
+LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lzip -lsnappy -lzstd -lz -lavformat -lavcodec -lswscale -lavutil \
+           -lm -pthread
 
 # the version is stated once, in include/mact.h; the soname's number changes with the ABI
 VERSION := $(shell sed -n 's/^\#define MACT_VERSION_STRING "\(.*\)"/\1/p' include/mact.h)

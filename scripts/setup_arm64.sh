@@ -11,7 +11,8 @@ SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
       libc6:arm64 libcjson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libpng-dev:arm64
       libjpeg62-turbo-dev:arm64 zlib1g-dev:arm64 libzip-dev:arm64 libsnappy-dev:arm64 libzstd-dev:arm64
-      libcairo2-dev:arm64)  # the CLI links cairo (mact prune-analyze)
+      libcairo2-dev:arm64   # the CLI links cairo (mact prune-analyze)
+      libavformat-dev:arm64 libavcodec-dev:arm64 libswscale-dev:arm64 libavutil-dev:arm64)  # dataset videos
 missing=()
 for p in "${pkgs[@]}"; do
     [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")

@@ -1,0 +1,318 @@
+/* Video decoding through libavformat / libavcodec / libswscale (src/io/video.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+#include "mact.h"
+#include "base/err.h"
+#include "io/video.h"
+
+/* PyAV (LeRobot's pyav backend) converts with SWS_BILINEAR and nothing else; same-size yuv420p -> RGB24
+ * only interpolates chroma, so the flag decides the chroma upsampling and the rounding path. */
+#define VIDEO_SWS_FLAGS SWS_BILINEAR
+/* packets read when the container does not state the frame count (a 2^28-frame video is 100 days at 30 fps) */
+#define VIDEO_MAX_PACKETS ((int64_t)1 << 28)
+
+struct mact_video {
+    char path[4096];
+    AVFormatContext *fmt;
+    AVCodecContext *dec;
+    AVStream *st;
+    int si;
+    AVPacket *pkt;
+    AVFrame *frm;           /* scratch for the decoder's output */
+    AVFrame *cur;           /* the last decoded frame: the decoder's position */
+    int have_cur;
+    double cur_t;
+    int64_t cur_pts;
+    int at_start;           /* nothing decoded since open or a seek to the stream start */
+    int sent_eof, dec_eof;  /* the demuxer ran out / the decoder is drained */
+    struct SwsContext *sws;
+    int sws_cs, sws_range;  /* the colour details last set on sws (-1: none) */
+    double tb;              /* the stream's time base in seconds */
+    int64_t start;          /* the stream's start_time (0 when unknown) */
+    mact_video_meta meta;
+};
+
+static const char *averr(int e, char *b, size_t n)
+{
+    if (av_strerror(e, b, n) < 0) snprintf(b, n, "FFmpeg error %d", e);
+    return b;
+}
+
+void mact_video_quiet_logs(void) { av_log_set_level(AV_LOG_ERROR); }
+
+const mact_video_meta *mact_video_info(const mact_video *v) { return &v->meta; }
+
+void mact_video_close(mact_video *v)
+{
+    if (!v) return;
+    sws_freeContext(v->sws);
+    av_frame_free(&v->frm);
+    av_frame_free(&v->cur);
+    av_packet_free(&v->pkt);
+    avcodec_free_context(&v->dec);
+    avformat_close_input(&v->fmt);
+    free(v);
+}
+
+static int check_size(const mact_video *v, int w, int h, char *err, size_t el)
+{
+    if (w <= 0 || h <= 0 || w > MACT_IMAGE_MAX_SIDE || h > MACT_IMAGE_MAX_SIDE || (int64_t)w * h > MACT_IMAGE_MAX_PIXELS)
+        return mact_errf(err, el, w <= 0 || h <= 0 ? MACT_ERR_FORMAT : MACT_ERR_INPUT,
+                         "%s: frame size %dx%d outside 1..%d per side and %lld pixels", v->path, w, h,
+                         MACT_IMAGE_MAX_SIDE, (long long)MACT_IMAGE_MAX_PIXELS);
+    return 0;
+}
+
+/* Seeks to the last keyframe at or before t seconds (the stream start for t <= 0) and resets the decoder. */
+static int seek_to(mact_video *v, double t, char *err, size_t el)
+{
+    /* a timestamp before the first sample makes mov (and most demuxers) take the first one */
+    int64_t ts = t <= 0 ? v->start - ((int64_t)1 << 40) : v->start + (int64_t)floor(t / v->tb);
+    int r = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD);
+    if (r < 0 && t > 0) r = av_seek_frame(v->fmt, v->si, v->start - ((int64_t)1 << 40), AVSEEK_FLAG_BACKWARD);
+    if (r < 0) {
+        char b[AV_ERROR_MAX_STRING_SIZE];
+        return mact_errf(err, el, MACT_ERR_FORMAT, "%s: seeking to %.6f s failed: %s", v->path, t, averr(r, b, sizeof b));
+    }
+    avcodec_flush_buffers(v->dec);
+    v->sent_eof = v->dec_eof = 0;
+    v->have_cur = 0;
+    av_frame_unref(v->cur);
+    v->at_start = t <= 0;
+    return 0;
+}
+
+/* The next frame in presentation order into v->frm: 0, 1 at the end of the stream, or an error. */
+static int decode_next(mact_video *v, char *err, size_t el)
+{
+    char b[AV_ERROR_MAX_STRING_SIZE];
+    for (;;) {
+        int r = avcodec_receive_frame(v->dec, v->frm);
+        if (r == 0) return 0;
+        if (r == AVERROR_EOF || (r == AVERROR(EAGAIN) && v->sent_eof)) { v->dec_eof = 1; return 1; }
+        if (r != AVERROR(EAGAIN)) return mact_errf(err, el, MACT_ERR_FORMAT, "%s: decoding failed: %s", v->path, averr(r, b, sizeof b));
+        r = av_read_frame(v->fmt, v->pkt);
+        if (r == AVERROR_EOF) {
+            avcodec_send_packet(v->dec, NULL);  /* drain: the frames still held for reordering come out */
+            v->sent_eof = 1;
+            continue;
+        }
+        if (r < 0) return mact_errf(err, el, MACT_ERR_FORMAT, "%s: reading a packet failed: %s", v->path, averr(r, b, sizeof b));
+        if (v->pkt->stream_index != v->si) { av_packet_unref(v->pkt); continue; }
+        int64_t pts = v->pkt->pts;
+        r = avcodec_send_packet(v->dec, v->pkt);
+        av_packet_unref(v->pkt);
+        if (r < 0 && r != AVERROR(EAGAIN))
+            return mact_errf(err, el, MACT_ERR_FORMAT, "%s: decoding the packet at %.6f s (pts %lld) failed: %s", v->path,
+                             pts == AV_NOPTS_VALUE ? NAN : (double)(pts - v->start) * v->tb, (long long)pts, averr(r, b, sizeof b));
+    }
+}
+
+int mact_video_open(const char *path, int threads, mact_video **out, char *err, size_t el)
+{
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb)) return mact_errf(err, el, MACT_ERR_IO, "%s: video missing (%s)", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return mact_errf(err, el, MACT_ERR_IO, "%s: not a regular file", path);
+    if (sb.st_size == 0) return mact_errf(err, el, MACT_ERR_FORMAT, "%s: empty file (0 bytes), not a video", path);
+    mact_video *v = calloc(1, sizeof *v);
+    if (!v) return mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(v->path, sizeof v->path, "%s", path);
+    v->sws_cs = v->sws_range = -1;
+    char b[AV_ERROR_MAX_STRING_SIZE];
+    int rc, r = avformat_open_input(&v->fmt, path, NULL, NULL);
+    if (r < 0) {
+        rc = mact_errf(err, el, r == AVERROR(ENOENT) || r == AVERROR(EACCES) ? MACT_ERR_IO : MACT_ERR_FORMAT,
+                       "%s: not a video FFmpeg can read (truncated, or not a container): %s", path, averr(r, b, sizeof b));
+        goto fail;
+    }
+    if ((r = avformat_find_stream_info(v->fmt, NULL)) < 0) {
+        rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: cannot read the stream parameters: %s", path, averr(r, b, sizeof b));
+        goto fail;
+    }
+    const AVCodec *codec = NULL;
+    v->si = av_find_best_stream(v->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (v->si == AVERROR_DECODER_NOT_FOUND || (v->si >= 0 && !codec)) {
+        int s = av_find_best_stream(v->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+        rc = mact_errf(err, el, MACT_ERR_UNSUPPORTED, "%s: no decoder in this FFmpeg for codec %s", path,
+                       s >= 0 ? avcodec_get_name(v->fmt->streams[s]->codecpar->codec_id) : "?");
+        goto fail;
+    }
+    if (v->si < 0) { rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: no video stream", path); goto fail; }
+    v->st = v->fmt->streams[v->si];
+    AVCodecParameters *cp = v->st->codecpar;
+    if ((rc = check_size(v, cp->width, cp->height, err, el))) goto fail;
+    if (v->st->time_base.num <= 0 || v->st->time_base.den <= 0) { rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: bad time base", path); goto fail; }
+    v->tb = av_q2d(v->st->time_base);
+    v->start = v->st->start_time != AV_NOPTS_VALUE ? v->st->start_time : 0;
+    if (!(v->dec = avcodec_alloc_context3(codec)) || !(v->pkt = av_packet_alloc()) || !(v->frm = av_frame_alloc()) ||
+        !(v->cur = av_frame_alloc())) { rc = mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", path); goto fail; }
+    if ((r = avcodec_parameters_to_context(v->dec, cp)) < 0) { rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: %s", path, averr(r, b, sizeof b)); goto fail; }
+    v->dec->thread_count = threads > 0 ? threads : 1;
+    v->dec->pkt_timebase = v->st->time_base;
+    if ((r = avcodec_open2(v->dec, codec, NULL)) < 0) {
+        rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: cannot open the %s decoder %s: %s", path, avcodec_get_name(cp->codec_id),
+                       codec->name, averr(r, b, sizeof b));
+        goto fail;
+    }
+    snprintf(v->meta.codec, sizeof v->meta.codec, "%s", avcodec_get_name(cp->codec_id));
+    v->meta.width = cp->width;
+    v->meta.height = cp->height;
+    AVRational fr = v->st->avg_frame_rate.num > 0 && v->st->avg_frame_rate.den > 0 ? v->st->avg_frame_rate : v->st->r_frame_rate;
+    v->meta.fps = fr.num > 0 && fr.den > 0 ? av_q2d(fr) : 0;
+    v->meta.duration_s = v->st->duration != AV_NOPTS_VALUE && v->st->duration > 0 ? (double)v->st->duration * v->tb
+                         : v->fmt->duration != AV_NOPTS_VALUE && v->fmt->duration > 0 ? (double)v->fmt->duration / AV_TIME_BASE : 0;
+    v->at_start = 1;
+    if (v->st->nb_frames > 0) v->meta.n_frames = v->st->nb_frames;
+    else {
+        double *t;
+        if ((rc = mact_video_frame_times(v, &t, &v->meta.n_frames, err, el))) goto fail;
+        free(t);
+    }
+    *out = v;
+    return 0;
+fail:
+    mact_video_close(v);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int mact_video_frame_times(mact_video *v, double **times, int64_t *n, char *err, size_t el)
+{
+    *times = NULL; *n = 0;
+    int rc = seek_to(v, 0, err, el);
+    if (rc) return rc;
+    int64_t cap = 256, k = 0;
+    double *t = malloc((size_t)cap * sizeof *t);
+    if (!t) return mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", v->path);
+    char b[AV_ERROR_MAX_STRING_SIZE];
+    for (;;) {
+        int r = av_read_frame(v->fmt, v->pkt);
+        if (r == AVERROR_EOF) break;
+        if (r < 0) { free(t); return mact_errf(err, el, MACT_ERR_FORMAT, "%s: reading a packet failed: %s", v->path, averr(r, b, sizeof b)); }
+        int64_t p = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
+        int mine = v->pkt->stream_index == v->si && p != AV_NOPTS_VALUE;
+        av_packet_unref(v->pkt);
+        if (!mine) continue;
+        if (k == VIDEO_MAX_PACKETS) { free(t); return mact_errf(err, el, MACT_ERR_FORMAT, "%s: more than %lld frames", v->path, (long long)VIDEO_MAX_PACKETS); }
+        if (k == cap) {
+            double *q = realloc(t, (size_t)(cap *= 2) * sizeof *t);
+            if (!q) { free(t); return mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", v->path); }
+            t = q;
+        }
+        t[k++] = (double)(p - v->start) * v->tb;
+    }
+    qsort(t, (size_t)k, sizeof *t, cmp_double);  /* packets come in decode order; B-frames reorder */
+    if ((rc = seek_to(v, 0, err, el))) { free(t); return rc; }
+    *times = t; *n = k;
+    return 0;
+}
+
+/* f -> out as RGB24, with the frame's colour matrix and range as the ffmpeg CLI's scale filter takes them */
+static int convert(mact_video *v, const AVFrame *f, mact_image *out, char *err, size_t el)
+{
+    int rc = check_size(v, f->width, f->height, err, el);
+    if (rc) return rc;
+    int w = f->width, h = f->height;
+    v->sws = sws_getCachedContext(v->sws, w, h, (enum AVPixelFormat)f->format, w, h, AV_PIX_FMT_RGB24, VIDEO_SWS_FLAGS, NULL, NULL, NULL);
+    if (!v->sws) {
+        const char *pf = av_get_pix_fmt_name((enum AVPixelFormat)f->format);
+        v->sws_cs = v->sws_range = -1;
+        return mact_errf(err, el, MACT_ERR_UNSUPPORTED, "%s: cannot convert pixel format %s to RGB24", v->path, pf ? pf : "?");
+    }
+    int range = f->color_range == AVCOL_RANGE_JPEG;
+    if ((int)f->colorspace != v->sws_cs || range != v->sws_range) {
+        /* vf_scale (in_color_matrix=auto): the frame's matrix (sws_getCoefficients gives BT.601 for an
+         * untagged stream) and range; the output table follows the input one */
+        int *inv, *tab, in_full, out_full, bri, con, sat;
+        sws_getColorspaceDetails(v->sws, &inv, &in_full, &tab, &out_full, &bri, &con, &sat);
+        const int *c = sws_getCoefficients(f->colorspace);
+        if (f->color_range != AVCOL_RANGE_UNSPECIFIED) in_full = range;
+        sws_setColorspaceDetails(v->sws, c, in_full, c, out_full, bri, con, sat);
+        v->sws_cs = (int)f->colorspace;
+        v->sws_range = range;
+    }
+    if (!out->data || out->width != w || out->height != h) {
+        /* a little slack past the last pixel: swscale's SIMD paths may store whole vectors */
+        uint8_t *d = realloc(out->data, (size_t)w * h * 3 + 64);
+        if (!d) return mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory for a %dx%d frame", v->path, w, h);
+        out->data = d;
+        out->width = w;
+        out->height = h;
+    }
+    uint8_t *dst[4] = {out->data, NULL, NULL, NULL};
+    int ls[4] = {3 * w, 0, 0, 0};
+    if (sws_scale(v->sws, (const uint8_t *const *)f->data, f->linesize, 0, h, dst, ls) != h)
+        return mact_errf(err, el, MACT_ERR_FORMAT, "%s: converting a %dx%d frame to RGB24 failed", v->path, w, h);
+    return 0;
+}
+
+static double frame_time(const mact_video *v, const AVFrame *f, int64_t *pts)
+{
+    int64_t p = f->pts != AV_NOPTS_VALUE ? f->pts : f->best_effort_timestamp;
+    *pts = p;
+    return p == AV_NOPTS_VALUE ? NAN : (double)(p - v->start) * v->tb;
+}
+
+int mact_video_frame_at(mact_video *v, double t, double tol, mact_image *out, char *err, size_t el)
+{
+    if (!isfinite(t) || !isfinite(tol) || tol < 0 || t < -tol)
+        return mact_errf(err, el, MACT_ERR_INPUT, "%s: bad frame time t=%g s (tolerance %g s)", v->path, t, tol);
+    if (v->have_cur && fabs(v->cur_t - t) <= tol) return convert(v, v->cur, out, err, el);
+    if (v->dec_eof && v->have_cur && t > v->cur_t + tol)
+        return mact_errf(err, el, MACT_ERR_INPUT, "%s: no frame within %g s of t=%.6f s: past the end (last frame at %.6f s, pts %lld)",
+                         v->path, tol, t, v->cur_t, (long long)v->cur_pts);
+    int forward = !v->dec_eof && (v->have_cur ? t > v->cur_t && t - v->cur_t <= MACT_VIDEO_FORWARD_MAX_S
+                                              : v->at_start && t <= MACT_VIDEO_FORWARD_MAX_S);
+    double back = 0;
+    for (;;) {
+        double target = t - tol - back;
+        int rc;
+        if (!forward && (rc = seek_to(v, target, err, el))) return rc;
+        int first = !forward;
+        int have_prev = v->have_cur;
+        double prev_t = v->cur_t;
+        int64_t prev_pts = v->cur_pts;
+        for (;;) {
+            rc = decode_next(v, err, el);
+            if (rc < 0) return rc;
+            if (rc == 1) {
+                if (!have_prev) return mact_errf(err, el, MACT_ERR_FORMAT, "%s: no decodable frame at or after %.6f s (t=%.6f s wanted)", v->path, target > 0 ? target : 0, t);
+                return mact_errf(err, el, MACT_ERR_INPUT, "%s: no frame within %g s of t=%.6f s: past the end (last frame at %.6f s, pts %lld)",
+                                 v->path, tol, t, prev_t, (long long)prev_pts);
+            }
+            int64_t pts;
+            double ft = frame_time(v, v->frm, &pts);
+            if (isnan(ft)) { av_frame_unref(v->frm); continue; }  /* no timestamp: cannot be placed */
+            av_frame_unref(v->cur);
+            av_frame_move_ref(v->cur, v->frm);
+            v->have_cur = 1; v->cur_t = ft; v->cur_pts = pts; v->at_start = 0;
+            if (fabs(ft - t) <= tol) return convert(v, v->cur, out, err, el);
+            if (ft > t + tol) {
+                /* the keyframe found lies after t: mov indexes keyframes by dts, which B-frames put before
+                 * their pts; look further back unless the seek already went to the stream start */
+                if (first && target > 0) break;
+                int near_prev = have_prev && t - prev_t < ft - t;
+                return mact_errf(err, el, MACT_ERR_INPUT, "%s: no frame within %g s of t=%.6f s (nearest frame at %.6f s, pts %lld)",
+                                 v->path, tol, t, near_prev ? prev_t : ft, (long long)(near_prev ? prev_pts : pts));
+            }
+            first = 0;
+            have_prev = 1; prev_t = ft; prev_pts = pts;
+        }
+        back = back > 0 ? back * 4 : 1.0;
+        forward = 0;
+    }
+}
