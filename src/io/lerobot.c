@@ -10,6 +10,7 @@
 #include "base/file.h"
 #include "io/lerobot.h"
 #include "io/parquet.h"
+#include "io/video.h"
 
 #define LD_MAX_EPISODES 10000000
 #define LD_MAX_JSON (256u << 20)
@@ -28,6 +29,9 @@ struct mact_ld {
      * each episode in turn decodes every file once per key) */
     struct ld_cache { char path[4096], key[256]; double *vals; int64_t *ep; int64_t rows; int dim; } cache[4];
     int cache_next;
+    /* v3.0: per video feature (indexed like feat), the episodes' videos/K/{chunk_index, file_index,
+     * from_timestamp, to_timestamp} columns; missing: some episodes file lacks them */
+    struct ld_video { int64_t *chunk, *file; double *from, *to; int missing; } vid[MACT_LD_MAX_FEATURES];
 };
 
 static char *read_text(const char *path, size_t *len, char *err, size_t el, int *rc)
@@ -189,6 +193,49 @@ static int col_i64(mact_pq_file *f, const char *name, int64_t **out, int64_t *n,
     return 0;
 }
 
+/* videos/K/... of episodes [e0, e0 + n) from one episodes file f; a camera without the columns is marked
+ * missing (mact_ld_check lists it, mact_ld_episode_video refuses it) */
+static int load_video_columns(mact_ld *d, mact_pq_file *f, int e0, int n, const char *p, char *err, size_t el)
+{
+    for (int k = 0; k < d->n_feat; k++) {
+        if (strcmp(d->feat[k].dtype, "video")) continue;
+        struct ld_video *v = &d->vid[k];
+        int64_t *q0 = realloc(v->chunk, (size_t)(e0 + n + 1) * sizeof *q0);
+        if (q0) v->chunk = q0;
+        int64_t *q1 = realloc(v->file, (size_t)(e0 + n + 1) * sizeof *q1);
+        if (q1) v->file = q1;
+        double *q2 = realloc(v->from, (size_t)(e0 + n + 1) * sizeof *q2);
+        if (q2) v->from = q2;
+        double *q3 = realloc(v->to, (size_t)(e0 + n + 1) * sizeof *q3);
+        if (q3) v->to = q3;
+        if (!q0 || !q1 || !q2 || !q3) return mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", p);
+        char name[4][320];
+        static const char *const col[4] = {"chunk_index", "file_index", "from_timestamp", "to_timestamp"};
+        double *vals[4] = {0};
+        int64_t m[4] = {0};
+        int ok = 1;
+        for (int c = 0; c < 4; c++) {
+            snprintf(name[c], sizeof name[c], "videos/%s/%s", d->feat[k].key, col[c]);
+            if (mact_pq_find(f, name[c], NULL) < 0) { ok = 0; break; }
+            int rc = mact_pq_read_f64(f, name[c], -1, 1, &vals[c], &m[c], err, el);
+            if (rc) { for (int i = 0; i < c; i++) free(vals[i]); return rc; }
+            if (m[c] != n) {
+                for (int i = 0; i <= c; i++) free(vals[i]);
+                return mact_errf(err, el, MACT_ERR_FORMAT, "%s: column '%s' has %lld rows, the file has %d episodes", p, name[c], (long long)m[c], n);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            v->chunk[e0 + i] = ok ? (int64_t)vals[0][i] : 0;
+            v->file[e0 + i] = ok ? (int64_t)vals[1][i] : 0;
+            v->from[e0 + i] = ok ? vals[2][i] : 0;
+            v->to[e0 + i] = ok ? vals[3][i] : 0;
+        }
+        if (!ok) v->missing = 1;
+        for (int c = 0; c < 4; c++) free(vals[c]);
+    }
+    return 0;
+}
+
 static int load_episodes_v3(mact_ld *d, char *err, size_t el)
 {
     /* every meta/episodes/chunk-NNN/file-NNN.parquet, in order */
@@ -234,6 +281,7 @@ static int load_episodes_v3(mact_ld *d, char *err, size_t el)
             }
             mact_pq_column_free(&tc);
             free(ei); free(ln); free(ci); free(fl); free(fr); free(to);
+            if (!rc) rc = load_video_columns(d, f, d->n_ep - (int)n, (int)n, p, err, el);
             mact_pq_close(f);
             if (rc) return rc;
         }
@@ -303,6 +351,7 @@ void mact_ld_close(mact_ld *d)
     if (!d) return;
     free(d->ep);
     for (int i = 0; i < 4; i++) { free(d->cache[i].vals); free(d->cache[i].ep); }
+    for (int k = 0; k < MACT_LD_MAX_FEATURES; k++) { free(d->vid[k].chunk); free(d->vid[k].file); free(d->vid[k].from); free(d->vid[k].to); }
     free(d);
 }
 
@@ -334,17 +383,52 @@ int mact_ld_data_path(const mact_ld *d, int i, char *buf, size_t n)
     return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 
+static int video_feature(const mact_ld *d, const char *key)
+{
+    for (int k = 0; k < d->n_feat; k++) if (!strcmp(d->feat[k].key, key) && !strcmp(d->feat[k].dtype, "video")) return k;
+    return -1;
+}
+
 int mact_ld_video_path(const mact_ld *d, int i, const char *key, char *buf, size_t n)
 {
-    if (!d->video_path[0]) return -1;
+    if (!d->video_path[0] || i < 0 || i >= d->n_ep) return -1;
     const mact_ld_episode *e = &d->ep[i];
     static const char *const keys[] = {"episode_chunk", "episode_index", "chunk_index", "file_index", "video_key"};
     const char *sv[5] = {0, 0, 0, 0, key};
     int64_t iv[5] = {e->chunk, e->index, e->chunk, e->file < 0 ? 0 : e->file, 0};
+    int k = video_feature(d, key);
+    if (d->v3 && k >= 0 && d->vid[k].chunk) {  /* v3.0: the camera's own file, not the data file */
+        if (d->vid[k].missing) return -1;
+        iv[2] = d->vid[k].chunk[i];
+        iv[3] = d->vid[k].file[i];
+    }
     char rel[2048];
     if (format_template(d->video_path, keys, sv, iv, 5, rel, sizeof rel)) return -1;
     int w = snprintf(buf, n, "%s/%s", d->dir, rel);
     return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+int mact_ld_episode_video(const mact_ld *d, int i, const char *key, char *path, size_t n, double *from_ts)
+{
+    if (from_ts) *from_ts = 0;
+    if (n) path[0] = 0;
+    int k = video_feature(d, key);
+    if (i < 0 || i >= d->n_ep || k < 0) return MACT_ERR_INPUT;
+    if (!d->video_path[0] || (d->v3 && (!d->vid[k].chunk || d->vid[k].missing))) return MACT_ERR_FORMAT;
+    if (mact_ld_video_path(d, i, key, path, n)) return MACT_ERR_FORMAT;
+    if (d->v3 && from_ts) *from_ts = d->vid[k].from[i];
+    return 0;
+}
+
+int mact_ld_episode_video_range(const mact_ld *d, int i, const char *key, double *from_ts, double *to_ts)
+{
+    int k = video_feature(d, key);
+    if (i < 0 || i >= d->n_ep || k < 0) return MACT_ERR_INPUT;
+    if (!d->v3) { *from_ts = 0; *to_ts = (double)d->ep[i].length / d->fps; return 0; }
+    if (!d->vid[k].chunk || d->vid[k].missing) return MACT_ERR_FORMAT;
+    *from_ts = d->vid[k].from[i];
+    *to_ts = d->vid[k].to[i];
+    return 0;
 }
 
 static struct ld_cache *load_file_feature(mact_ld *d, const char *path, const char *key, int dim, char *err, size_t el, int *rc)
@@ -504,12 +588,50 @@ int mact_ld_check(mact_ld *d, char *buf, size_t n)
     }
     free(ep_rows);
     for (int k = 0; k < d->n_feat; k++) {
-        if (strcmp(d->feat[k].dtype, "video")) continue;
+        const mact_ld_feature *ft = &d->feat[k];
+        if (strcmp(ft->dtype, "video")) continue;
+        if (d->v3 && d->vid[k].missing) {
+            PROBLEM("camera %s: the episodes parquet has no videos/%s/{chunk_index,file_index,from_timestamp,to_timestamp} columns", ft->key, ft->key);
+            continue;
+        }
+        /* each file opened once (v3.0: episodes share one); its problems (missing, unreadable) said once */
+        char last[4096] = "", err[2048];
+        mact_video *v = NULL;
+        double *times = NULL;
+        int64_t nt = 0;
+        int bad_file = 0, said_codec = 0, said_size = 0;
         for (int i = 0; i < d->n_ep; i++) {
             char path[4096];
-            if (mact_ld_video_path(d, i, d->feat[k].key, path, sizeof path)) { PROBLEM("camera %s: no usable video_path template", d->feat[k].key); break; }
-            if (!file_exists(path)) PROBLEM("episode %lld camera %s: video %s missing", (long long)d->ep[i].index, d->feat[k].key, path);
+            long long ei = (long long)d->ep[i].index;
+            if (mact_ld_video_path(d, i, ft->key, path, sizeof path)) { PROBLEM("camera %s: video_path template \"%s\" does not resolve", ft->key, d->video_path); break; }
+            if (strcmp(path, last)) {
+                snprintf(last, sizeof last, "%s", path);
+                mact_video_close(v); v = NULL;
+                free(times); times = NULL; nt = 0;
+                bad_file = 1;
+                if (!file_exists(path)) { PROBLEM("episode %lld camera %s: video %s missing", ei, ft->key, path); continue; }
+                if (mact_video_open(path, 1, &v, err, sizeof err)) { PROBLEM("episode %lld camera %s: %s", ei, ft->key, err); continue; }
+                const mact_video_meta *m = mact_video_info(v);
+                if (ft->codec[0] && strcmp(ft->codec, m->codec) && !said_codec++)
+                    PROBLEM("camera %s: %s is %s, info.json says video.codec %s (the container's codec is decoded)", ft->key, path, m->codec, ft->codec);
+                if (ft->width > 0 && (ft->width != m->width || ft->height != m->height) && !said_size++)
+                    PROBLEM("camera %s: %s is %dx%d, info.json says %dx%d", ft->key, path, m->width, m->height, ft->width, ft->height);
+                if (d->v3 && mact_video_frame_times(v, &times, &nt, err, sizeof err)) { PROBLEM("episode %lld camera %s: %s", ei, ft->key, err); continue; }
+                bad_file = 0;
+            } else if (bad_file) continue;
+            int64_t len = d->ep[i].length;
+            if (d->v3) {
+                /* LeRobot's tolerance (1e-4 s): a frame exactly at to_timestamp is the next episode's first */
+                double from = d->vid[k].from[i], to = d->vid[k].to[i];
+                int64_t c = 0;
+                for (int64_t j = 0; j < nt; j++) c += times[j] >= from - 1e-4 && times[j] < to - 1e-4;
+                if (c != len)
+                    PROBLEM("episode %lld camera %s: %lld frames in [%.6f, %.6f) s of %s, length %lld", ei, ft->key, (long long)c, from, to, path, (long long)len);
+            } else if (mact_video_info(v)->n_frames != len)
+                PROBLEM("episode %lld camera %s: %s has %lld frames, length %lld", ei, ft->key, path, (long long)mact_video_info(v)->n_frames, (long long)len);
         }
+        mact_video_close(v);
+        free(times);
     }
 #undef PROBLEM
     return np;

@@ -1,7 +1,7 @@
 /* LeRobot dataset reader (docs/spec/datasets.md 1): meta/info.json (its data_path / video_path templates;
  * unknown keys ignored), episodes (meta/episodes.jsonl in v2.x, the episodes parquet in v3.0), tasks
- * (tasks.jsonl / tasks.parquet) and the numeric features of the data parquet files. Videos are listed and
- * their files located, not decoded (later work). Errors name the file and the key. */
+ * (tasks.jsonl / tasks.parquet) and the numeric features of the data parquet files. Videos are located
+ * here (mact_ld_episode_video) and decoded by io/video.h. Errors name the file and the key. */
 #ifndef MACT_IO_LEROBOT_H
 #define MACT_IO_LEROBOT_H
 #include <stddef.h>
@@ -47,8 +47,17 @@ const char *mact_ld_dir(const mact_ld *d);
 
 /* The data parquet path of episode i (into buf). */
 int mact_ld_data_path(const mact_ld *d, int i, char *buf, size_t n);
-/* The video path of episode i, camera key (into buf); -1 when the dataset has no video_path. */
+/* The video path of episode i, camera key (into buf); -1 when the dataset has no video_path (or, v3.0, the
+ * episodes lack the camera's videos/KEY/chunk_index and file_index columns) or it does not format. */
 int mact_ld_video_path(const mact_ld *d, int i, const char *key, char *buf, size_t n);
+/* The video of episode i (index into the episodes, not episode_index) for video feature key: its path, and
+ * the time of the episode's first frame in it (v3.0: videos/KEY/from_timestamp, episodes concatenated; v2.x:
+ * one file per episode, 0). Frame t of the episode is at *from_ts + timestamp[t] (docs/spec/datasets.md 1.5).
+ * 0, MACT_ERR_INPUT (no such episode or video feature) or MACT_ERR_FORMAT (no video_path, a template that
+ * does not format, or v3.0 episodes without the camera's videos/KEY/... columns). */
+int mact_ld_episode_video(const mact_ld *d, int i, const char *key, char *path, size_t n, double *from_ts);
+/* [*from_ts, *to_ts) of episode i in its video (v2.x: 0 and length / fps); codes as above. */
+int mact_ld_episode_video_range(const mact_ld *d, int i, const char *key, double *from_ts, double *to_ts);
 
 /* Feature `key` of episode i as doubles [*rows x *dim] (malloc'd; the caller frees). The rows are the
  * episode's frames in frame order; their count must equal the episode's length. */
@@ -59,7 +68,10 @@ int mact_ld_read(mact_ld *d, int i, const char *key, double **out, int64_t *rows
 int mact_ld_read_images(mact_ld *d, int i, const char *key, uint8_t **bytes, int64_t **off, int64_t *rows,
                         char *err, size_t errlen);
 
-/* Checks every data file against the metadata (missing files, frame counts, feature shapes); appends one
- * line per problem to buf (NUL-terminated). Returns the number of problems. */
+/* Checks every data file against the metadata (missing files, frame counts, feature shapes) and every
+ * camera video (missing, unreadable, a template that does not resolve, the container's codec or size
+ * disagreeing with info.json, frame counts: v2.x the video's frames vs the episode's length, v3.0 the
+ * frames within [from_timestamp, to_timestamp) vs the length); appends one line per problem to buf
+ * (NUL-terminated). Returns the number of problems. */
 int mact_ld_check(mact_ld *d, char *buf, size_t n);
 #endif
