@@ -11,6 +11,7 @@
 #include "base/rng.h"
 #include "dev/lerobot_synth.h"
 #include "dev/pq_write.h"
+#include "dev/video_write.h"
 
 const char *mact_lrs_variants(void) { return "pyarrow plain fallback multipage rowgroups v2pages zstd gzip uncompressed"; }
 
@@ -31,6 +32,11 @@ static const char *lib_state_names[8] = {"x", "y", "z", "axis_angle1", "axis_ang
 static const char *lib_action_names[7] = {"x", "y", "z", "roll", "pitch", "yaw", "gripper"};
 static const char *const tasks_so[] = {"pick up the cube", "put the cube in the bowl", "push the block left"};
 static const char *const tasks_lib[] = {"put the bowl on the plate", "open the top drawer", "turn on the stove"};
+/* camera keys: LIBERO's (PNG structs, or videos as in lerobot/libero) and SO-101's usual pair (videos) */
+static const char *const cams_lib[2] = {"observation.images.image", "observation.images.wrist_image"};
+static const char *const cams_so[2] = {"observation.images.front", "observation.images.wrist"};
+#define CAMS(o) ((o)->libero ? cams_lib : cams_so)
+#define HAS_PNG(o) ((o)->libero && !(o)->video)
 
 /* SO-101: minimum-jerk moves between random waypoints with holds; state follows the action 3 frames late
  * plus noise; the gripper state saturates while grasping. */
@@ -131,19 +137,27 @@ static int write_info(const char *dir, const mact_lrs_options *o, int n_ep, int6
     int ad = o->libero ? 7 : 6, sd = o->libero ? 8 : 6;
     fprintf(f, "{\n  \"codebase_version\": \"%s\",\n  \"robot_type\": \"%s\",\n", v3 ? "v3.0" : "v2.1", o->libero ? "panda" : "so101_follower");
     fprintf(f, "  \"total_episodes\": %d,\n  \"total_frames\": %lld,\n  \"total_tasks\": %d,\n", n_ep, (long long)total, n_tasks);
-    if (!v3) fprintf(f, "  \"total_videos\": 0,\n  \"total_chunks\": 1,\n");
+    if (!v3) fprintf(f, "  \"total_videos\": %d,\n  \"total_chunks\": 1,\n", o->video ? 2 * n_ep : 0);
     fprintf(f, "  \"chunks_size\": 1000,\n");
     if (v3) fprintf(f, "  \"data_files_size_in_mb\": 100,\n  \"video_files_size_in_mb\": 200,\n");
     fprintf(f, "  \"fps\": %d,\n  \"splits\": {\"train\": \"0:%d\"},\n", o->libero ? 10 : 30, n_ep);
     fprintf(f, "  \"data_path\": \"%s\",\n", v3 ? "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
                                               : "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet");
-    fprintf(f, "  \"video_path\": null,\n  \"synthetic_generator\": \"mact synth-dataset seed %llu\",\n  \"features\": {\n", (unsigned long long)o->seed);
+    if (!o->video) fputs("  \"video_path\": null,\n", f);
+    else fprintf(f, "  \"video_path\": \"%s\",\n", v3 ? "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+                                                 : "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4");
+    fprintf(f, "  \"synthetic_generator\": \"mact synth-dataset seed %llu\",\n  \"features\": {\n", (unsigned long long)o->seed);
     fprintf(f, "    \"action\": {\"dtype\": \"float32\", \"shape\": [%d], \"names\": ", ad);
     if (o->libero) names_json(f, lib_action_names, 7); else names_json(f, so_names, 6);
     fprintf(f, "},\n    \"observation.state\": {\"dtype\": \"float32\", \"shape\": [%d], \"names\": ", sd);
     if (o->libero) { fputs("{\"motors\": ", f); names_json(f, lib_state_names, 8); fputc('}', f); } else names_json(f, so_names, 6);
     fputs("},\n", f);
-    if (o->libero) {
+    for (int c = 0; o->video && c < 2; c++)  /* LeRobot's video feature (docs/spec/datasets.md 1.2) */
+        fprintf(f, "    \"%s\": {\"dtype\": \"video\", \"shape\": [%d, %d, 3], \"names\": [\"height\", \"width\", \"channels\"], "
+                   "\"info\": {\"video.height\": %d, \"video.width\": %d, \"video.codec\": \"%s\", \"video.pix_fmt\": \"yuv420p\", "
+                   "\"video.is_depth_map\": false, \"video.fps\": %d, \"video.channels\": 3, \"has_audio\": false}},\n",
+                CAMS(o)[c], o->video_h, o->video_w, o->video_h, o->video_w, o->video, o->libero ? 10 : 30);
+    if (HAS_PNG(o)) {
         fputs("    \"observation.images.image\": {\"dtype\": \"image\", \"shape\": [16, 16, 3], \"names\": [\"height\", \"width\", \"channel\"]},\n", f);
         fputs("    \"observation.images.wrist_image\": {\"dtype\": \"image\", \"shape\": [16, 16, 3], \"names\": [\"height\", \"width\", \"channel\"]},\n", f);
     }
@@ -190,7 +204,7 @@ static int write_frames(const char *path, const frames *fr, int64_t r0, int64_t 
     int k = 0;
     c[k++] = (pqw_column){.name = "action", .kind = PQW_F32_LIST, .width = ad, .data = fr->act + r0 * ad};
     c[k++] = (pqw_column){.name = "observation.state", .kind = PQW_F32_LIST, .width = sd, .data = fr->st + r0 * sd};
-    if (o->libero) {
+    if (HAS_PNG(o)) {
         c[k++] = (pqw_column){.name = "observation.images.image", .kind = PQW_IMAGE, .data = fr->img[0] + r0, .lens = fr->ilen[0] + r0, .paths = (const char *const *)fr->ipath[0] + r0};
         c[k++] = (pqw_column){.name = "observation.images.wrist_image", .kind = PQW_IMAGE, .data = fr->img[1] + r0, .lens = fr->ilen[1] + r0, .paths = (const char *const *)fr->ipath[1] + r0};
     }
@@ -207,6 +221,43 @@ static int write_frames(const char *path, const frames *fr, int64_t r0, int64_t 
     return mact_pqw_write(path, c, k, n, &po, err, el);
 }
 
+/* The camera videos: v2.1 one mp4 per episode and camera; v3.0 camera c puts 2 + c episodes in each file,
+ * so each camera's videos/KEY/{file_index, from_timestamp, to_timestamp} differ from the data files' and
+ * from the other camera's (a reader mixing them up reads the wrong frames). */
+static int write_videos(const char *dir, const mact_lrs_options *o, int E, const int *len, int64_t *vfile[2],
+                        double *vfrom[2], double *vto[2], char *err, size_t el)
+{
+    int fps = o->libero ? 10 : 30, v3 = o->version == 30, rc = 0;
+    mact_vw_options vo = {.codec = o->video, .width = o->video_w, .height = o->video_h, .fps = fps};
+    char p[4096];
+    for (int c = 0; c < 2 && !rc; c++) {
+        int per = v3 ? 2 + c : 1;
+        mact_vw *w = NULL;
+        int64_t pos = 0;
+        for (int e = 0; e < E && !rc; e++) {
+            if (e % per == 0) {
+                if (w && (rc = mact_vw_close(w, err, el))) { w = NULL; break; }
+                w = NULL;
+                if (v3) snprintf(p, sizeof p, "%s/videos/%s/chunk-000", dir, CAMS(o)[c]);
+                else snprintf(p, sizeof p, "%s/videos/chunk-000/%s", dir, CAMS(o)[c]);
+                if (mkdirs(p)) return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
+                size_t l = strlen(p);
+                if (v3) snprintf(p + l, sizeof p - l, "/file-%03d.mp4", e / per);
+                else snprintf(p + l, sizeof p - l, "/episode_%06d.mp4", e);
+                if ((rc = mact_vw_open(p, &vo, &w, err, el))) break;
+                pos = 0;
+            }
+            if (v3) { vfile[c][e] = e / per; vfrom[c][e] = (double)pos / fps; vto[c][e] = (double)(pos + len[e]) / fps; }
+            for (int t = 0; t < len[e] && !rc; t++)
+                rc = mact_vw_frame(w, (uint32_t)c << 20 | (uint32_t)(e & 255) << 12 | (uint32_t)t, (int)(pos + t), c, err, el);
+            pos += len[e];
+        }
+        if (rc) mact_vw_close(w, NULL, 0);
+        else if (w) rc = mact_vw_close(w, err, el);
+    }
+    return rc;
+}
+
 int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, size_t el)
 {
     mact_lrs_options o = *o0;
@@ -216,6 +267,12 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
     if (o.n_episodes < 1 || o.n_episodes > 100000) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: bad episode count");
     if (!o.min_len) { o.min_len = o.libero ? 60 : 150; o.max_len = o.libero ? 160 : 450; }
     if (o.max_len < o.min_len || o.min_len < 1) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: bad episode lengths");
+    if (o.video) {
+        if (!mact_vw_encoder(o.video)) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: no encoder for video codec '%s' (%s)", o.video, mact_vw_codecs());
+        if (!o.video_w) o.video_w = 64;
+        if (!o.video_h) o.video_h = 64;
+        if (o.max_len > 4095) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: video frames carry 12-bit frame numbers: episodes of at most 4095 frames");
+    }
     pqw_options po;
     if (set_variant(o.variant, &po)) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: unknown variant '%s' (%s)", o.variant, mact_lrs_variants());
     int rowgroups = o.variant && !strcmp(o.variant, "rowgroups");
@@ -255,7 +312,7 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
             fr.ts32[g] = (float)t / (float)fps;
             fr.ts64[g] = (double)t / fps;
             fr.fi[g] = t; fr.ei[g] = e; fr.gi[g] = g; fr.ti[g] = task[e];
-            if (o.libero)
+            if (HAS_PNG(&o))
                 for (int c = 0; c < 2; c++) {
                     fr.img[c][g] = make_png((int)g, c, &fr.ilen[c][g]);
                     char nm[64];
@@ -289,6 +346,7 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
             rc = write_frames(p, &fr, r0, len[e], &o, &po, rg, n_rg, err, el);
             r0 += len[e];
         }
+        if (!rc && o.video) rc = write_videos(dir, &o, E, len, NULL, NULL, NULL, err, el);
         goto out;
     }
     /* v3.0: files of up to 3 episodes, one row group per episode (rowgroups variant: 2 per episode) */
@@ -296,7 +354,15 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
     int *file_of = calloc((size_t)E, sizeof *file_of);
     int64_t *from = calloc((size_t)E, sizeof *from);
     int64_t *rgs = calloc((size_t)E * 2 + 2, sizeof *rgs);
-    if (!file_of || !from || !rgs) { free(file_of); free(from); free(rgs); rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); goto out; }
+    int64_t *vfile[2] = {calloc((size_t)E, 8), calloc((size_t)E, 8)}, *vchunk = calloc((size_t)E, 8);
+    double *vfrom[2] = {calloc((size_t)E, 8), calloc((size_t)E, 8)}, *vto[2] = {calloc((size_t)E, 8), calloc((size_t)E, 8)};
+#define FREE_V3() do { free(file_of); free(from); free(rgs); free(vchunk); \
+        for (int c_ = 0; c_ < 2; c_++) { free(vfile[c_]); free(vfrom[c_]); free(vto[c_]); } } while (0)
+    if (!file_of || !from || !rgs || !vchunk || !vfile[0] || !vfile[1] || !vfrom[0] || !vfrom[1] || !vto[0] || !vto[1]) {
+        FREE_V3();
+        rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
+        goto out;
+    }
     int64_t acc = 0;
     for (int e = 0; e < E; e++) { file_of[e] = e / per_file; from[e] = acc; acc += len[e]; }
     for (int fi = 0; fi < n_files && !rc; fi++) {
@@ -310,6 +376,7 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
         snprintf(p, sizeof p, "%s/data/chunk-000/file-%03d.parquet", dir, fi);
         rc = write_frames(p, &fr, from[e0], n, &o, &po, rgs, n_rg, err, el);
     }
+    if (!rc && o.video) rc = write_videos(dir, &o, E, len, vfile, vfrom, vto, err, el);
     if (!rc) {  /* meta/tasks.parquet: task_index + the text as the pandas index */
         int64_t ti[3] = {0, 1, 2};
         pqw_column c[2] = {{.name = "task_index", .kind = PQW_I64, .data = ti}, {.name = "__index_level_0__", .kind = PQW_STRING, .data = tasks}};
@@ -330,7 +397,7 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
                 ei[e] = e; ln[e] = len[e]; fi[e] = file_of[e]; dfrom[e] = from[e]; dto[e] = from[e] + len[e];
                 tl[e] = tasks[task[e]]; cnt[e] = 1;
             }
-            pqw_column c[7] = {
+            pqw_column c[15] = {
                 {.name = "episode_index", .kind = PQW_I64, .data = ei},
                 {.name = "tasks", .kind = PQW_STRING_LIST, .data = tl, .counts = cnt},
                 {.name = "length", .kind = PQW_I64, .data = ln},
@@ -339,13 +406,24 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
                 {.name = "dataset_from_index", .kind = PQW_I64, .data = dfrom},
                 {.name = "dataset_to_index", .kind = PQW_I64, .data = dto},
             };
+            int k = 7;
+            char vn[2][4][300];  /* LeRobot's per-camera columns (docs/spec/datasets.md 1.3) */
+            for (int cam = 0; o.video && cam < 2; cam++) {
+                static const char *const sfx[4] = {"chunk_index", "file_index", "from_timestamp", "to_timestamp"};
+                for (int q = 0; q < 4; q++) snprintf(vn[cam][q], sizeof vn[cam][q], "videos/%s/%s", CAMS(&o)[cam], sfx[q]);
+                c[k++] = (pqw_column){.name = vn[cam][0], .kind = PQW_I64, .data = vchunk};
+                c[k++] = (pqw_column){.name = vn[cam][1], .kind = PQW_I64, .data = vfile[cam]};
+                c[k++] = (pqw_column){.name = vn[cam][2], .kind = PQW_F64, .data = vfrom[cam]};
+                c[k++] = (pqw_column){.name = vn[cam][3], .kind = PQW_F64, .data = vto[cam]};
+            }
             pqw_options ep = {.codec = 1};
             snprintf(p, sizeof p, "%s/meta/episodes/chunk-000/file-000.parquet", dir);
-            rc = mact_pqw_write(p, c, 7, E, &ep, err, el);
+            rc = mact_pqw_write(p, c, k, E, &ep, err, el);
         }
         free(ei); free(ln); free(ci); free(fi); free(dfrom); free(dto); free(tl); free(cnt);
     }
-    free(file_of); free(from); free(rgs);
+    FREE_V3();
+#undef FREE_V3
 out:
     for (int c = 0; c < 2; c++) {
         for (int64_t i = 0; fr.img[c] && i < total; i++) free(fr.img[c][i]);

@@ -15,6 +15,11 @@ typedef struct {
     const char *variant; /* NULL/"pyarrow", "plain", "fallback", "multipage", "rowgroups", "v2pages",
                             "zstd", "gzip", "uncompressed" */
     int ts_f64;         /* float64 timestamps */
+    const char *video;  /* NULL: no videos; "av1", "h264", "hevc", "mpeg4": the two cameras are mp4 video
+                           features (src/dev/video_write.h; frame t of episode e of camera c carries the
+                           number c << 20 | (e & 255) << 12 | t). v2.1: one file per episode and camera; v3.0:
+                           camera c concatenates 2 + c episodes per file (videos/KEY/from_timestamp ...) */
+    int video_w, video_h; /* frame size; 0: 64 x 64 (libsvtav1's smallest) */
 } mact_lrs_options;
 
 /* The variants, space-separated (static string). */
