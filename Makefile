@@ -56,7 +56,8 @@ SERVER_LIB := $(if $(SERVER),$(BUILD)/libmact_server.a)
 SERVER_LIBS := $(if $(SERVER),-lwebsockets -lmsgpackc)
 TOOLS_SRC := $(if $(SERVER),$(wildcard tools/*.c),$(filter-out tools/serve_cmd.c,$(wildcard tools/*.c)))
 HDRS     := $(wildcard include/*.h src/*/*.h src/*/*/*.h)
-TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool
+TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool \
+            $(BUILD)/tests/video_tool
 
 all: $(BUILD)/mact $(BUILD)/libmact.so $(BUILD)/mact.pc $(TESTS)
 

@@ -1,11 +1,16 @@
-/* `mact dataset info DIR`, `mact dataset dump FILE.parquet` (every row as JSON, for cross-checks) and
- * `mact synth-dataset OUT_DIR [...]` (src/dev/lerobot_synth.h). */
+/* `mact dataset info DIR`, `mact dataset frame DIR ...` (one camera frame as PNG, as decoded),
+ * `mact dataset dump FILE.parquet` (every row as JSON, for cross-checks) and `mact synth-dataset OUT_DIR [...]`
+ * (src/dev/lerobot_synth.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <png.h>
+#include "io/image.h"
 #include "io/lerobot.h"
 #include "io/parquet.h"
+#include "io/video.h"
 #include "dev/lerobot_synth.h"
+#include "dev/video_write.h"
 
 int cmd_dataset(int argc, char **argv);
 int cmd_synth_dataset(int argc, char **argv);
@@ -90,6 +95,36 @@ static int dump(const char *path)
     return 0;
 }
 
+/* a video camera: the container's codec and size (of its first readable file) and the frames of all its files */
+static void video_camera_line(const mact_ld *d, const mact_ld_feature *ft)
+{
+    char last[4096] = "", path[4096], err[2048];
+    int64_t frames = 0;
+    int files = 0, unreadable = 0, have = 0;
+    mact_video_meta m0;
+    memset(&m0, 0, sizeof m0);
+    for (int i = 0; i < mact_ld_num_episodes(d); i++) {
+        if (mact_ld_episode_video(d, i, ft->key, path, sizeof path, NULL)) { unreadable = -1; break; }
+        if (!strcmp(path, last)) continue;
+        snprintf(last, sizeof last, "%s", path);
+        mact_video *v;
+        if (mact_video_open(path, 1, &v, err, sizeof err)) { unreadable++; continue; }
+        if (!have++) m0 = *mact_video_info(v);
+        frames += mact_video_info(v)->n_frames;
+        files++;
+        mact_video_close(v);
+    }
+    if (!have) {
+        printf("    %s: video, %s (info.json: %s, %dx%d)\n", ft->key, unreadable < 0 ? "no usable video path" : "no readable file",
+               ft->codec[0] ? ft->codec : "codec unknown", ft->width, ft->height);
+        return;
+    }
+    printf("    %s: video %s, %dx%d, %lld frames in %d file%s", ft->key, m0.codec, m0.width, m0.height, (long long)frames, files, files == 1 ? "" : "s");
+    if (unreadable) printf(", %d unreadable", unreadable > 0 ? unreadable : 0);
+    if (strcmp(m0.codec, ft->codec)) printf(" (info.json says %s; the container's is decoded)", ft->codec[0] ? ft->codec : "no codec");
+    printf("\n");
+}
+
 static int info(const char *dir, int json)
 {
     char err[2048];
@@ -118,8 +153,8 @@ static int info(const char *dir, int json)
     for (int i = 0; i < mact_ld_num_features(d); i++) {
         const mact_ld_feature *ft = mact_ld_feature_at(d, i);
         if (strcmp(ft->dtype, "video") && strcmp(ft->dtype, "image")) continue;
-        printf("    %s: %s, %dx%d, %s\n", ft->key, !strcmp(ft->dtype, "video") ? (ft->codec[0] ? ft->codec : "video, codec unknown") : "PNG in parquet",
-               ft->width, ft->height, !strcmp(ft->dtype, "video") ? "frames not decoded (video support is later work)" : "one frame per row");
+        if (!strcmp(ft->dtype, "video")) video_camera_line(d, ft);
+        else printf("    %s: PNG in parquet, %dx%d, one frame per row\n", ft->key, ft->width, ft->height);
     }
     static char probs[1 << 16];
     int np = mact_ld_check(d, probs, sizeof probs);
@@ -136,11 +171,117 @@ static int info(const char *dir, int json)
     return np ? 3 : 0;
 }
 
+static int write_png(const char *path, const mact_image *img, char *err, size_t el)
+{
+    png_image pi;
+    memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION;
+    pi.width = (png_uint_32)img->width;
+    pi.height = (png_uint_32)img->height;
+    pi.format = PNG_FORMAT_RGB;
+    if (png_image_write_to_file(&pi, path, 0, img->data, 0, NULL)) return 0;
+    snprintf(err, el, "%s: cannot write the PNG: %s", path, pi.message);
+    png_image_free(&pi);
+    return 1;
+}
+
+/* mact dataset frame DIR --episode E --index T --camera KEY --out F.png [--print-number] [--threads N]: frame T
+ * (frame_index, from 0) of episode E as decoded, before any resize for a model. Video: the frame at
+ * from_timestamp + timestamp[T] within LeRobot's 1e-4 s; image features: the PNG/JPEG bytes of row T.
+ * --print-number (development): the number a synthetic frame carries (src/dev/video_write.h for video,
+ * R + 256 G of the first pixel for the synthetic PNG cameras), so tests can check what was decoded. */
+static int frame_cmd(int argc, char **argv)
+{
+    const char *dir = NULL, *cam = NULL, *out = NULL;
+    long long ep = -1, t = -1;
+    int print_number = 0, threads = 1;
+    for (int i = 0; i < argc; i++) {
+        int more = i + 1 < argc;
+        if (!strcmp(argv[i], "--episode") && more) ep = strtoll(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--index") && more) t = strtoll(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--camera") && more) cam = argv[++i];
+        else if (!strcmp(argv[i], "--out") && more) out = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && more) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--print-number")) print_number = 1;
+        else if (argv[i][0] != '-' && !dir) dir = argv[i];
+        else { dir = NULL; break; }
+    }
+    if (!dir || !cam || ep < 0 || t < 0 || (!out && !print_number) || threads < 0 || threads > 64) {
+        fprintf(stderr, "usage: mact dataset frame DIR --episode E --index T --camera KEY --out F.png [--print-number] [--threads N]\n");
+        return 2;
+    }
+    char err[4096], path[4096];
+    mact_ld *d;
+    if (mact_ld_open(dir, &d, err, sizeof err)) { fprintf(stderr, "mact dataset frame: %s\n", err); return 1; }
+    int i, rc = 1;
+    for (i = 0; i < mact_ld_num_episodes(d) && mact_ld_episode_at(d, i)->index != ep; i++) {}
+    const mact_ld_feature *ft = mact_ld_find_feature(d, cam);
+    mact_image img = {0};
+    uint8_t *bytes = NULL;
+    int64_t *off = NULL, rows = 0;
+    double *ts = NULL;
+    if (i == mact_ld_num_episodes(d)) { fprintf(stderr, "mact dataset frame: %s: no episode %lld\n", dir, ep); goto done; }
+    if (!ft || (strcmp(ft->dtype, "video") && strcmp(ft->dtype, "image"))) {
+        fprintf(stderr, "mact dataset frame: %s: no camera '%s' (a video or image feature of meta/info.json)\n", dir, cam);
+        goto done;
+    }
+    const mact_ld_episode *e = mact_ld_episode_at(d, i);
+    if (t >= e->length) { fprintf(stderr, "mact dataset frame: episode %lld has %lld frames, no frame %lld\n", ep, (long long)e->length, t); goto done; }
+    if (!strcmp(ft->dtype, "image")) {
+        if (mact_ld_read_images(d, i, cam, &bytes, &off, &rows, err, sizeof err) ||
+            mact_image_load_memory(bytes + off[t], (size_t)(off[t + 1] - off[t]), &img, err, sizeof err)) {
+            fprintf(stderr, "mact dataset frame: episode %lld camera %s frame %lld: %s\n", ep, cam, t, err);
+            goto done;
+        }
+        printf("episode %lld camera %s frame %lld: %lldx%lld, from the parquet's image bytes\n", ep, cam, t, (long long)img.width, (long long)img.height);
+        if (print_number) printf("index %d\n", img.data[0] | img.data[1] << 8);
+    } else {
+        double from;
+        int r = mact_ld_episode_video(d, i, cam, path, sizeof path, &from);
+        if (r) {
+            fprintf(stderr, "mact dataset frame: episode %lld camera %s: %s\n", ep, cam,
+                    r == MACT_ERR_INPUT ? "no such video" : "no video path (info.json video_path, or the v3.0 videos/KEY/... columns)");
+            goto done;
+        }
+        /* LeRobot's query time: the parquet's timestamp (float32 t/fps); T/fps without the column */
+        int dim;
+        double tt = (double)t / mact_ld_fps(d);
+        if (mact_ld_find_feature(d, "timestamp") && !mact_ld_read(d, i, "timestamp", &ts, &rows, &dim, err, sizeof err) && t < rows) tt = ts[t];
+        mact_video *v;
+        if (mact_video_open(path, threads, &v, err, sizeof err)) {
+            fprintf(stderr, "mact dataset frame: episode %lld camera %s frame %lld: %s\n", ep, cam, t, err);
+            goto done;
+        }
+        r = mact_video_frame_at(v, from + tt, 1e-4, &img, err, sizeof err);
+        if (r) fprintf(stderr, "mact dataset frame: episode %lld camera %s frame %lld: %s\n", ep, cam, t, err);
+        else printf("episode %lld camera %s frame %lld: %lldx%lld %s, t=%.6f s in %s\n", ep, cam, t, (long long)img.width,
+                    (long long)img.height, mact_video_info(v)->codec, from + tt, path);
+        mact_video_close(v);
+        if (r) goto done;
+        uint32_t num;
+        if (print_number) {
+            if (mact_vw_read_number(img.data, (int)img.width, (int)img.height, &num)) printf("number none\n");
+            else printf("number %u (camera %u episode %u frame %u)\n", num, num >> 20, (num >> 12) & 255, num & 4095);
+        }
+    }
+    if (out && write_png(out, &img, err, sizeof err)) { fprintf(stderr, "mact dataset frame: %s\n", err); goto done; }
+    rc = 0;
+done:
+    free(ts); free(bytes); free(off);
+    mact_image_free(&img);
+    mact_ld_close(d);
+    return rc;
+}
+
 int cmd_dataset(int argc, char **argv)
 {
+    mact_video_quiet_logs();  /* FFmpeg's info lines (decoder banners) would drown the output */
     if (argc == 2 && !strcmp(argv[0], "info")) return info(argv[1], 0);
     if (argc == 2 && !strcmp(argv[0], "dump")) return dump(argv[1]);
+    if (argc >= 1 && !strcmp(argv[0], "frame")) return frame_cmd(argc - 1, argv + 1);
     fprintf(stderr, "usage: mact dataset info DIR          versions, episodes, frames, features, cameras, problems (exit 3 if any)\n"
+                    "       mact dataset frame DIR --episode E --index T --camera KEY --out F.png [--print-number] [--threads N]\n"
+                    "                                      one camera frame as decoded (video or PNG in parquet)\n"
                     "       mact dataset dump FILE.parquet  every row as JSON (for cross-checks)\n");
     return 2;
 }
@@ -159,14 +300,20 @@ int cmd_synth_dataset(int argc, char **argv)
         else if (!strcmp(a, "--variant") && more) o.variant = argv[++i];
         else if (!strcmp(a, "--len") && more) { if (sscanf(argv[++i], "%d:%d", &o.min_len, &o.max_len) != 2) o.version = -1; }
         else if (!strcmp(a, "--ts-f64")) o.ts_f64 = 1;
+        else if (!strcmp(a, "--video") && more) o.video = argv[++i];
+        else if (!strcmp(a, "--video-size") && more) { if (sscanf(argv[++i], "%dx%d", &o.video_w, &o.video_h) != 2) o.version = -1; }
         else if (a[0] != '-' && !out) out = a;
         else { out = NULL; break; }
     }
     if (!out || o.version < 0) {
         fprintf(stderr, "usage: mact synth-dataset OUT_DIR [--version v2.1|v3.0] [--robot so101|libero] [--episodes N] [--seed S]\n"
-                        "       [--len MIN:MAX] [--ts-f64] [--variant V]   (V: %s)\n", mact_lrs_variants());
+                        "       [--len MIN:MAX] [--ts-f64] [--variant V] [--video C] [--video-size WxH]\n"
+                        "  V: %s\n  C: %s (the cameras as mp4 video features; WxH default 64x64)\n", mact_lrs_variants(), mact_vw_codecs());
         return 2;
     }
+    mact_video_quiet_logs();
+    /* SVT-AV1 prints its configuration banner itself, not through FFmpeg's log; 1 = errors only */
+    setenv("SVT_LOG", "1", 0);
     char err[1024];
     if (mact_lerobot_synth(out, &o, err, sizeof err)) { fprintf(stderr, "mact synth-dataset: %s\n", err); return 1; }
     return 0;
