@@ -84,6 +84,9 @@ int mact_vw_open(const char *path, const mact_vw_options *o, mact_vw **out, char
         return mact_errf(err, el, MACT_ERR_INPUT, "video: frame size %dx%d: width >= 64, height >= 48, both even, at most 4096", o->width, o->height);
     if (o->fps < 1 || o->fps > 1000) return mact_errf(err, el, MACT_ERR_INPUT, "video: fps %d out of 1..1000", o->fps);
     const char *en = mact_vw_encoder(o->codec);
+    /* libsvtav1 1.4 refuses sides under 64 pixels (docs/bugs.md); libaom-av1 takes them */
+    if (av1 && en && !strcmp(en, "libsvtav1") && (o->width < 64 || o->height < 64) && avcodec_find_encoder_by_name("libaom-av1"))
+        en = "libaom-av1";
     const AVCodec *codec = en ? avcodec_find_encoder_by_name(en) : NULL;
     if (!codec) return mact_errf(err, el, MACT_ERR_UNSUPPORTED, "video: this FFmpeg has no %s encoder", o->codec);
     mact_vw *w = calloc(1, sizeof *w);

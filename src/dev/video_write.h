@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 typedef struct {
-    const char *codec;  /* "av1" (libsvtav1, LeRobot's default; else libaom-av1), "h264" (libx264), "hevc"
+    const char *codec;  /* "av1" (libsvtav1, LeRobot's default; libaom-av1 without it or for sides under
+                           64, which libsvtav1 refuses), "h264" (libx264), "hevc"
                            (libx265), "mpeg4" (FFmpeg's MPEG-4 Part 2) */
     int width, height, fps;
     int g;              /* keyframe interval; 0: 2 for av1 (LeRobot's g=2), 8 for the others */
