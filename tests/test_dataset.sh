@@ -4,6 +4,9 @@
 #   ds_synth_deterministic   same seed -> identical files
 #   ds_info_*                v2.1 / v3.0, SO-101 / LIBERO (PNG structs): version, episodes, frames, fps,
 #                            features with shapes and names, cameras, no problems
+#   ds_frame_png_in_parquet  `mact dataset frame` of a PNG-in-parquet camera: the frame the pixels number
+#   ds_video_smoke           an H.264 v3.0 video camera: `dataset info` clean, `dataset frame` the right frame
+#                            (every codec and layout: tests/test_dataset_video.sh, full tier)
 #   ds_problem_*             a missing data file, total_frames disagreeing, a list longer than the feature's
 #                            shape, an unknown codebase_version: listed / clear errors naming file and column
 #   ds_stats_{lerobot,lerobot-f64,exact} mact stats over a v2.1 + a v3.0 dataset (dictionary fallback variant)
@@ -50,6 +53,20 @@ grep -q "names: shoulder_pan.pos shoulder_lift.pos elbow_flex.pos wrist_flex.pos
 grep -q "observation.images.wrist_image: PNG in parquet, 16x16" "$T/ds_info_v30_libero.txt" &&
 grep -q "names: x y z axis_angle1 axis_angle2 axis_angle3 gripper_qpos1 gripper_qpos2" "$T/ds_info_v30_libero.txt" &&
     pass ds_info_names || fail ds_info_names "joint names / camera line missing" "$T/ds_info_v30_libero.txt"
+
+# --- cameras decoded (a smoke test; tests/test_dataset_video.sh is the full check of every codec) ------------
+# PNG in the parquet: the synthetic images carry the global frame index in R + 256 G
+l21_e0=$($PY -c "import json;print(json.loads(open('$T/l21/meta/episodes.jsonl').readline())['length'])")
+$MACT dataset frame "$T/l21" --episode 1 --index 4 --camera observation.images.image --out "$T/img.png" --print-number >"$T/img.txt" 2>&1 &&
+    grep -q "^index $((l21_e0 + 4))$" "$T/img.txt" && [ -s "$T/img.png" ] &&
+    pass ds_frame_png_in_parquet || fail ds_frame_png_in_parquet "wrong or no frame" "$T/img.txt"
+# an H.264 (B-frames) v3.0 video camera: listed with the container's codec, no problems, the right frame
+if $MACT synth-dataset "$T/v30" --version v3.0 --video h264 --episodes 4 --len 10:20 --seed "$SEED" >"$T/v30.log" 2>&1 &&
+   $MACT dataset info "$T/v30" >"$T/v30.txt" 2>&1 && grep -q "problems: 0" "$T/v30.txt" &&
+   grep -q "observation.images.wrist: video h264, 64x64, [0-9]* frames in 2 files" "$T/v30.txt" &&
+   $MACT dataset frame "$T/v30" --episode 3 --index 7 --camera observation.images.wrist --out "$T/v.png" --print-number >"$T/vf.txt" 2>&1 &&
+   grep -q "(camera 1 episode 3 frame 7)" "$T/vf.txt"; then pass ds_video_smoke
+else fail ds_video_smoke "synth / info / frame failed" "$T/vf.txt"; cat "$T/v30.log" "$T/v30.txt" | tail -5; fi
 
 # --- problems -----------------------------------------------------------------------------------------------
 cp -r "$T/a21" "$T/p1"; rm "$T/p1/data/chunk-000/episode_000001.parquet"
