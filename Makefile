@@ -134,12 +134,12 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
 # read from fuzz/corpus/<target>, a crash leaves build/fuzz/<target>-crash-* and fails the run.
 FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null || echo clang)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet
+FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
 FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/io/safetensors.c src/io/normstats.c \
                 src/io/tokenizer.c src/io/image.c src/io/npy.c src/io/npz.c src/stages/prompt.c \
-                src/io/parquet.c
+                src/io/parquet.c src/io/video.c
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:src/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_LDLIBS  := $(filter-out -fopenmp,$(LDLIBS))
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)

@@ -19,8 +19,35 @@
 /* packets read when the container does not state the frame count (a 2^28-frame video is 100 days at 30 fps) */
 #define VIDEO_MAX_PACKETS ((int64_t)1 << 28)
 
+/* an in-memory file for mact_video_open_memory: libavformat reads it through these callbacks */
+struct mem_file { const uint8_t *data; size_t size, pos; };
+
+static int mem_read(void *opaque, uint8_t *buf, int n)
+{
+    struct mem_file *m = opaque;
+    size_t left = m->size - m->pos;
+    if (!left) return AVERROR_EOF;
+    if ((size_t)n > left) n = (int)left;
+    memcpy(buf, m->data + m->pos, (size_t)n);
+    m->pos += (size_t)n;
+    return n;
+}
+
+static int64_t mem_seek(void *opaque, int64_t off, int whence)
+{
+    struct mem_file *m = opaque;
+    whence &= ~AVSEEK_FORCE;
+    if (whence == AVSEEK_SIZE) return (int64_t)m->size;
+    int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)m->pos : whence == SEEK_END ? (int64_t)m->size : -1;
+    if (base < 0 || off < -base || off > (int64_t)m->size - base) return AVERROR(EINVAL);
+    m->pos = (size_t)(base + off);
+    return (int64_t)m->pos;
+}
+
 struct mact_video {
     char path[4096];
+    struct mem_file mem;    /* mact_video_open_memory: the bytes, read through avio */
+    AVIOContext *avio;
     AVFormatContext *fmt;
     AVCodecContext *dec;
     AVStream *st;
@@ -58,7 +85,8 @@ void mact_video_close(mact_video *v)
     av_frame_free(&v->cur);
     av_packet_free(&v->pkt);
     avcodec_free_context(&v->dec);
-    avformat_close_input(&v->fmt);
+    avformat_close_input(&v->fmt);  /* leaves a caller's (custom) AVIOContext alone */
+    if (v->avio) { av_freep(&v->avio->buffer); avio_context_free(&v->avio); }
     free(v);
 }
 
@@ -116,6 +144,8 @@ static int decode_next(mact_video *v, char *err, size_t el)
     }
 }
 
+static int open_stream(mact_video *v, const char *path, int threads, char *err, size_t el);
+
 int mact_video_open(const char *path, int threads, mact_video **out, char *err, size_t el)
 {
     *out = NULL;
@@ -126,9 +156,40 @@ int mact_video_open(const char *path, int threads, mact_video **out, char *err, 
     mact_video *v = calloc(1, sizeof *v);
     if (!v) return mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", path);
     snprintf(v->path, sizeof v->path, "%s", path);
+    int rc = open_stream(v, path, threads, err, el);
+    if (rc) { mact_video_close(v); return rc; }
+    *out = v;
+    return 0;
+}
+
+int mact_video_open_memory(const void *data, size_t size, const char *name, int threads, mact_video **out, char *err, size_t el)
+{
+    *out = NULL;
+    if (!name) name = "(memory)";
+    if (!size) return mact_errf(err, el, MACT_ERR_FORMAT, "%s: empty file (0 bytes), not a video", name);
+    mact_video *v = calloc(1, sizeof *v);
+    if (!v) return mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", name);
+    snprintf(v->path, sizeof v->path, "%s", name);
+    v->mem = (struct mem_file){.data = data, .size = size};
+    enum { IO_BUF = 1 << 16 };
+    uint8_t *buf = av_malloc(IO_BUF);
+    if (buf && !(v->avio = avio_alloc_context(buf, IO_BUF, 0, &v->mem, mem_read, NULL, mem_seek))) av_free(buf);
+    if (!v->avio || !(v->fmt = avformat_alloc_context())) { mact_video_close(v); return mact_errf(err, el, MACT_ERR_NOMEM, "%s: out of memory", name); }
+    v->fmt->pb = v->avio;
+    v->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+    int rc = open_stream(v, NULL, threads, err, el);
+    if (rc) { mact_video_close(v); return rc; }
+    *out = v;
+    return 0;
+}
+
+/* the container, its first video stream and its decoder (v->fmt preallocated for memory input) */
+static int open_stream(mact_video *v, const char *path, int threads, char *err, size_t el)
+{
     v->sws_cs = v->sws_range = -1;
     char b[AV_ERROR_MAX_STRING_SIZE];
-    int rc, r = avformat_open_input(&v->fmt, path, NULL, NULL);
+    if (!path) path = v->path;
+    int rc, r = avformat_open_input(&v->fmt, v->avio ? NULL : path, NULL, NULL);
     if (r < 0) {
         rc = mact_errf(err, el, r == AVERROR(ENOENT) || r == AVERROR(EACCES) ? MACT_ERR_IO : MACT_ERR_FORMAT,
                        "%s: not a video FFmpeg can read (truncated, or not a container): %s", path, averr(r, b, sizeof b));
@@ -177,10 +238,8 @@ int mact_video_open(const char *path, int threads, mact_video **out, char *err, 
         if ((rc = mact_video_frame_times(v, &t, &v->meta.n_frames, err, el))) goto fail;
         free(t);
     }
-    *out = v;
     return 0;
 fail:
-    mact_video_close(v);
     return rc;
 }
 

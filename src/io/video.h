@@ -28,6 +28,10 @@ typedef struct {
  * unreadable; MACT_ERR_FORMAT: empty, not a container FFmpeg reads, no video stream, truncated (no moov);
  * MACT_ERR_UNSUPPORTED: no decoder for the codec; MACT_ERR_INPUT: frame size above the caps. */
 int mact_video_open(const char *path, int threads, mact_video **out, char *err, size_t errlen);
+/* The same over a file image in memory (read through a custom AVIOContext; data must outlive v); name is
+ * what the messages call it (NULL: "(memory)"). */
+int mact_video_open_memory(const void *data, size_t size, const char *name, int threads, mact_video **out, char *err,
+                           size_t errlen);
 void mact_video_close(mact_video *v);
 const mact_video_meta *mact_video_info(const mact_video *v);
 
