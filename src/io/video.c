@@ -106,6 +106,7 @@ static int seek_to(mact_video *v, double t, char *err, size_t el)
     int64_t ts = t <= 0 ? v->start - ((int64_t)1 << 40) : v->start + (int64_t)floor(t / v->tb);
     int r = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD);
     if (r < 0 && t > 0) r = av_seek_frame(v->fmt, v->si, v->start - ((int64_t)1 << 40), AVSEEK_FLAG_BACKWARD);
+    if (r < 0) r = av_seek_frame(v->fmt, v->si, v->start, AVSEEK_FLAG_BACKWARD);  /* demuxers refusing times before the start */
     if (r < 0) {
         char b[AV_ERROR_MAX_STRING_SIZE];
         return mact_errf(err, el, MACT_ERR_FORMAT, "%s: seeking to %.6f s failed: %s", v->path, t, averr(r, b, sizeof b));
