@@ -13,6 +13,8 @@
 #   eval_bad_frame           a corrupt PNG inside the parquet: exit 1, a message naming episode, frame and camera,
 #                            no episode file (the frame reader thread stops cleanly)
 #   eval_tag_cameras         a tag's camera_keys entry missing from the dataset: exit 1 naming it and the dataset's
+#   eval_video_matches_run   video cameras (v3.0 H.264): eval's per-episode chunk errors equal `mact run` on the
+#                            frames `mact dataset frame` decodes (same seed, state and task), <= 1e-12 relative
 #   eval_plot                OUT/mae_per_step.png (cairo) from eval and from eval merge
 set -u
 cd "$(dirname "$0")/.."
@@ -109,6 +111,45 @@ EOF
 $MACT eval --dataset "$T/lib" --model "$T/ck_cam" --policy model --episodes 0:1 --out "$T/cam" >"$T/cam.txt" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "camera 'observation.images.front_left' is not a camera of .*observation.images.image" "$T/cam.txt" &&
     echo "PASS eval_tag_cameras (a missing tag camera named, with the dataset's)" || fail eval_tag_cameras "rc $rc" "$T/cam.txt"
+# video cameras (v3.0, episodes concatenated per file, H.264 with B-frames): every episode's one evaluated frame
+# (length = horizon) decoded by the frame reader at from_timestamp + timestamp, fed in the tag's camera order;
+# its chunk error equals what `mact run` gives on the frames `mact dataset frame` writes (same seed, state, task)
+$MACT synth-dataset "$T/vid" --version v3.0 --robot libero --episodes 4 --len 10:10 --video h264 --seed "$SEED" >"$T/vid.log" 2>&1 &&
+cp -r "$T/ck" "$T/ck_vid" && $MACT stats --dataset "$T/vid" --tag libero --out "$T/ck_vid/norm_stats.json" >>"$T/vid.log" 2>&1 &&
+$MACT eval --dataset "$T/vid" --model "$T/ck_vid" --policy model --seed 7 --horizon 10 --out "$T/vev" >>"$T/vid.log" 2>&1 &&
+for f in "$T"/vid/data/chunk-000/*.parquet; do $MACT dataset dump "$f" >"$f.json" || exit 1; done &&
+$MACT dataset dump "$T/vid/meta/episodes/chunk-000/file-000.parquet" >"$T/vid_eps.json" &&
+$PY - "$MACT" "$T" <<'EOF' >"$T/vid_check.txt" 2>&1 && echo "PASS eval_video_matches_run ($(tail -1 "$T/vid_check.txt"))" || fail eval_video_matches_run "eval and mact run disagree" "$T/vid_check.txt"
+import json, subprocess, sys
+import numpy as np
+mact, T = sys.argv[1:3]
+import glob
+rows = [x for f in sorted(glob.glob(f"{T}/vid/data/chunk-000/*.parquet.json")) for x in json.load(open(f))]
+eps = json.load(open(f"{T}/vid_eps.json"))
+cams = json.load(open(f"{T}/ck_vid/norm_stats.json"))["metadata_by_tag"]["libero"]["camera_keys"]
+got = {e["episode_index"]: e for e in map(json.loads, open(f"{T}/vev/episodes.jsonl"))}
+worst = 0.0
+for ep in eps:
+    e = ep["episode_index"]
+    r = [x for x in rows if x["episode_index"] == e]
+    imgs = []
+    for c in cams:
+        png = f"{T}/vf_{e}_{c}.png"
+        subprocess.run([mact, "dataset", "frame", f"{T}/vid", "--episode", str(e), "--index", "0", "--camera", c, "--out", png],
+                       check=True, capture_output=True)
+        imgs += ["--image", png]
+    state = ",".join(repr(v) for v in r[0]["observation.state"])
+    out = subprocess.run([mact, "run", "--model", f"{T}/ck_vid", *imgs, "--task", ep["tasks"][0], "--state", state,
+                          "--seed", "7", "--n-action-steps", "10", "--json"], check=True, capture_output=True, text=True).stdout
+    pred = np.array(json.loads(out)["actions"], dtype=np.float32).astype(np.float64)  # %.9g: the float back exactly
+    gt = np.array([x["action"] for x in r[:10]], dtype=np.float64)
+    want = np.abs(pred - gt).sum(axis=1)  # per chunk step, summed over joints: episodes.jsonl's model_raw
+    have = np.array(got[e]["model_raw"])
+    err = float(np.max(np.abs(have - want) / np.maximum(np.abs(want), 1e-30)))
+    worst = max(worst, err)
+    assert err <= 1e-12, (e, have, want)
+print(f"{len(eps)} episodes, worst relative difference {worst:.2g} (threshold 1e-12)")
+EOF
 if [ -s "$T/model/mae_per_step.png" ] && [ -s "$T/merged/mae_per_step.png" ] &&
    [ "$(head -c 8 "$T/model/mae_per_step.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
     echo "PASS eval_plot (mae_per_step.png written by eval and eval merge)"

@@ -1,7 +1,9 @@
-/* The frame producer of `mact eval` (eval_frames.h). The queue holds a few frames: enough to cover the jitter
+/* The frame producer of `mact eval` (eval_frames.h). Videos are decoded with one decoder thread each: the
+ * producer runs beside the inference's pool, and a sequential forward decode needs no more. The queue holds a few frames: enough to cover the jitter
  * of one decode, small enough that the images waiting in it stay a few megabytes at full camera size. */
 #include "eval_frames.h"
 #include <math.h>
+#include "io/video.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,9 @@
 
 struct evf {
     evf_options o;
+    int is_video[EVF_MAX_CAMS];
+    mact_video *v[EVF_MAX_CAMS];       /* the camera's open video, kept while episodes share the file (v3.0) */
+    char vpath[EVF_MAX_CAMS][4096];
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t can_pop, can_push;
@@ -91,12 +96,36 @@ static void *run(void *arg)
         }
         uint8_t *ib[EVF_MAX_CAMS] = {0};
         int64_t *io[EVF_MAX_CAMS] = {0}, nr = 0;
+        double from[EVF_MAX_CAMS] = {0}, *ts = NULL;
         int bad = 0;
-        for (int c = 0; o->decode && c < o->ncam && !bad; c++)
-            if (mact_ld_read_images(o->d, o->sel[q], o->cams[c], &ib[c], &io[c], &nr, err, sizeof err)) bad = 1;
+        for (int c = 0; o->decode && c < o->ncam && !bad; c++) {
+            if (!f->is_video[c]) {
+                if (mact_ld_read_images(o->d, o->sel[q], o->cams[c], &ib[c], &io[c], &nr, err, sizeof err)) bad = 1;
+                continue;
+            }
+            char path[4096];
+            int r = mact_ld_episode_video(o->d, o->sel[q], o->cams[c], path, sizeof path, &from[c]);
+            if (r) {
+                snprintf(err, sizeof err, "%s: episode %lld camera %s: %s", o->dsdir, (long long)e->index, o->cams[c],
+                         r == MACT_ERR_INPUT ? "no such video" : "no video path (info.json video_path, or the v3.0 videos/KEY/... columns)");
+                bad = 1;
+            } else if (!f->v[c] || strcmp(path, f->vpath[c])) {
+                mact_video_close(f->v[c]);
+                f->v[c] = NULL;
+                snprintf(f->vpath[c], sizeof f->vpath[c], "%s", path);
+                if (mact_video_open(path, 1, &f->v[c], err, sizeof err)) bad = 1;
+            }
+            /* LeRobot's query time: from_timestamp + the parquet's timestamp (T/fps without the column) */
+            if (!bad && !ts && mact_ld_find_feature(o->d, "timestamp")) {
+                int64_t rows;
+                int dim;
+                if (mact_ld_read(o->d, o->sel[q], "timestamp", &ts, &rows, &dim, err, sizeof err)) bad = 1;
+                else if (rows != n || dim != 1) { snprintf(err, sizeof err, "%s: episode %lld: timestamp has %lld x %d values for %lld frames", o->dsdir, (long long)e->index, (long long)rows, dim, (long long)n); bad = 1; }
+            }
+        }
         if (bad) {
             for (int c = 0; c < EVF_MAX_CAMS; c++) { free(ib[c]); free(io[c]); }
-            free(act); free(st);
+            free(act); free(st); free(ts);
             push_error(f, err);
             return NULL;
         }
@@ -111,7 +140,8 @@ static void *run(void *arg)
             it.t = t;
             it.excluded = evf_static(act, t, o->H, da, o->static_threshold);
             for (int c = 0; o->decode && !it.excluded && c < o->ncam; c++)
-                if (mact_image_load_memory(ib[c] + io[c][t], (size_t)(io[c][t + 1] - io[c][t]), &it.im[c], err, sizeof err)) {
+                if (f->is_video[c] ? mact_video_frame_at(f->v[c], from[c] + (ts ? ts[t] : (double)t / mact_ld_fps(o->d)), o->tolerance_s, &it.im[c], err, sizeof err)
+                                   : mact_image_load_memory(ib[c] + io[c][t], (size_t)(io[c][t + 1] - io[c][t]), &it.im[c], err, sizeof err)) {
                     snprintf(msg, sizeof msg, "%s: episode %lld frame %lld camera %s: %s", o->dsdir, (long long)e->index,
                              (long long)t, o->cams[c], err);
                     evf_item_free(&it);
@@ -121,6 +151,7 @@ static void *run(void *arg)
             if (!bad) stopped = push(f, &it) != 0;
         }
         for (int c = 0; c < EVF_MAX_CAMS; c++) { free(ib[c]); free(io[c]); }
+        free(ts);
         if (stopped) return NULL;
         if (bad) { push_error(f, msg); return NULL; }
         memset(&it, 0, sizeof it);
@@ -142,6 +173,16 @@ int evf_start(const evf_options *o, evf **out, char *err, size_t errlen)
     evf *f = calloc(1, sizeof *f);
     if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
     f->o = *o;
+    if (f->o.tolerance_s <= 0) f->o.tolerance_s = 1e-4;
+    for (int c = 0; c < o->ncam; c++) {
+        const mact_ld_feature *ft = mact_ld_find_feature(o->d, o->cams[c]);
+        if (!ft || (strcmp(ft->dtype, "image") && strcmp(ft->dtype, "video"))) {
+            snprintf(err, errlen, "%s: camera '%s' is %s", o->dsdir, o->cams[c], ft ? "neither an image nor a video feature" : "not a feature");
+            free(f);
+            return -1;
+        }
+        f->is_video[c] = !strcmp(ft->dtype, "video");
+    }
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->can_pop, NULL);
     pthread_cond_init(&f->can_push, NULL);
@@ -188,6 +229,7 @@ void evf_stop(evf *f)
         f->head = (f->head + 1) % QN;
         f->count--;
     }
+    for (int c = 0; c < EVF_MAX_CAMS; c++) mact_video_close(f->v[c]);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->can_pop);
     pthread_cond_destroy(&f->can_push);

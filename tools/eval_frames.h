@@ -1,6 +1,6 @@
 /* The frame producer of `mact eval`: one thread walks the shard's episodes in order, reads their action and
  * state columns, decodes the camera frames of every evaluated frame ahead of the inference (PNG/JPEG images
- * stored in the parquet; videos through io/video.h) and hands them over through a small bounded queue, so
+ * stored in the parquet; videos through io/video.h at from_timestamp + timestamp[t], as LeRobot queries them) and hands them over through a small bounded queue, so
  * decoding overlaps the model's forward pass instead of adding to it.
  *
  * Order and content are those of the single-threaded loop: episodes in selection order, frames t = 0 ..
@@ -38,6 +38,7 @@ typedef struct {
     int n_sel, shard, nshard, H;
     double static_threshold;
     const char *episode_dir;      /* finished episodes: episode_dir/ep_NNNNNN.json exists */
+    double tolerance_s;           /* video frames: |frame time - query time| allowed; 0: LeRobot's 1e-4 s */
 } evf_options;
 
 typedef struct evf evf;
