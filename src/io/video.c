@@ -60,6 +60,7 @@ struct mact_video {
     int64_t cur_pts;
     int at_start;           /* nothing decoded since open or a seek to the stream start */
     int sent_eof, dec_eof;  /* the demuxer ran out / the decoder is drained */
+    int64_t fed_dts;        /* dts of the last packet sent to the decoder (AV_NOPTS_VALUE: none since a seek) */
     struct SwsContext *sws;
     int sws_cs, sws_range;  /* the colour details last set on sws (-1: none) */
     double tb;              /* the stream's time base in seconds */
@@ -113,6 +114,7 @@ static int seek_to(mact_video *v, double t, char *err, size_t el)
     }
     avcodec_flush_buffers(v->dec);
     v->sent_eof = v->dec_eof = 0;
+    v->fed_dts = AV_NOPTS_VALUE;
     v->have_cur = 0;
     av_frame_unref(v->cur);
     v->at_start = t <= 0;
@@ -137,6 +139,7 @@ static int decode_next(mact_video *v, char *err, size_t el)
         if (r < 0) return mact_errf(err, el, MACT_ERR_FORMAT, "%s: reading a packet failed: %s", v->path, averr(r, b, sizeof b));
         if (v->pkt->stream_index != v->si) { av_packet_unref(v->pkt); continue; }
         int64_t pts = v->pkt->pts;
+        v->fed_dts = v->pkt->dts != AV_NOPTS_VALUE ? v->pkt->dts : pts;
         r = avcodec_send_packet(v->dec, v->pkt);
         av_packet_unref(v->pkt);
         if (r < 0 && r != AVERROR(EAGAIN))
@@ -188,6 +191,7 @@ int mact_video_open_memory(const void *data, size_t size, const char *name, int 
 static int open_stream(mact_video *v, const char *path, int threads, char *err, size_t el)
 {
     v->sws_cs = v->sws_range = -1;
+    v->fed_dts = AV_NOPTS_VALUE;
     char b[AV_ERROR_MAX_STRING_SIZE];
     if (!path) path = v->path;
     int rc, r = avformat_open_input(&v->fmt, v->avio ? NULL : path, NULL, NULL);
@@ -327,6 +331,24 @@ static double frame_time(const mact_video *v, const AVFrame *f, int64_t *pts)
     return p == AV_NOPTS_VALUE ? NAN : (double)(p - v->start) * v->tb;
 }
 
+/* Decode forward from where the decoder is, or seek? Forward when t is ahead and near (up to 2.5 frame
+ * intervals: reading every frame, or every other one, never seeks), or when no keyframe lies between the
+ * last packet fed and t (a seek could not land closer; with LeRobot's g=2 there nearly always is one, and
+ * decoding 4 s of frames instead of seeking cost 10x on a real 640x480 AV1 episode). Without a seek index:
+ * forward up to MACT_VIDEO_FORWARD_MAX_S. */
+static int go_forward(mact_video *v, double t, double tol)
+{
+    if (v->dec_eof || (!v->have_cur && !v->at_start)) return 0;
+    double step = v->have_cur ? t - v->cur_t : t;
+    if (v->have_cur && step <= 0) return 0;
+    if (step <= 2.5 / (v->meta.fps > 0 ? v->meta.fps : 25)) return 1;
+    if (step > MACT_VIDEO_FORWARD_MAX_S) return 0;
+    if (avformat_index_get_entries_count(v->st) <= 0) return 1;
+    const AVIndexEntry *e = avformat_index_get_entry_from_timestamp(v->st, v->start + (int64_t)floor((t - tol) / v->tb), AVSEEK_FLAG_BACKWARD);
+    if (!e) return 1;  /* t before the first keyframe: a seek would go to the start, behind the decoder */
+    return v->fed_dts != AV_NOPTS_VALUE && e->timestamp <= v->fed_dts;
+}
+
 int mact_video_frame_at(mact_video *v, double t, double tol, mact_image *out, char *err, size_t el)
 {
     if (!isfinite(t) || !isfinite(tol) || tol < 0 || t < -tol)
@@ -335,8 +357,7 @@ int mact_video_frame_at(mact_video *v, double t, double tol, mact_image *out, ch
     if (v->dec_eof && v->have_cur && t > v->cur_t + tol)
         return mact_errf(err, el, MACT_ERR_INPUT, "%s: no frame within %g s of t=%.6f s: past the end (last frame at %.6f s, pts %lld)",
                          v->path, tol, t, v->cur_t, (long long)v->cur_pts);
-    int forward = !v->dec_eof && (v->have_cur ? t > v->cur_t && t - v->cur_t <= MACT_VIDEO_FORWARD_MAX_S
-                                              : v->at_start && t <= MACT_VIDEO_FORWARD_MAX_S);
+    int forward = go_forward(v, t, tol);
     double back = 0;
     for (;;) {
         double target = t - tol - back;

@@ -37,11 +37,12 @@ const mact_video_meta *mact_video_info(const mact_video *v);
 
 /* Decodes the frame whose presentation time is within tol seconds of t into out as RGB8 (out->data is
  * reused when it already has the size, else realloc'd; on error out keeps what it held, so mact_image_free
- * is always safe). Sequential calls with increasing t decode forward without seeking (a jump of more than
- * MACT_VIDEO_FORWARD_MAX_S seeks); otherwise it seeks to the nearest earlier keyframe (av_seek_frame,
- * AVSEEK_FLAG_BACKWARD) and decodes forward, seeking further back when the keyframe found lies after t
- * (B-frame streams index keyframes by dts). No frame within tol (a gap, or t past the end): MACT_ERR_INPUT
- * naming t, the nearest frame's time and pts, and the file. */
+ * is always safe). Sequential calls with increasing t decode forward without seeking: steps of up to 2.5
+ * frames always, longer ones (up to MACT_VIDEO_FORWARD_MAX_S) when no keyframe lies between the decoder's
+ * position and t. Otherwise it seeks to the nearest earlier keyframe (av_seek_frame, AVSEEK_FLAG_BACKWARD)
+ * and decodes forward, seeking further back when the keyframe found lies after t (B-frame streams index
+ * keyframes by dts). No frame within tol (a gap, or t past the end): MACT_ERR_INPUT naming t, the nearest
+ * frame's time and pts, and the file. */
 #define MACT_VIDEO_FORWARD_MAX_S 4.0
 int mact_video_frame_at(mact_video *v, double t, double tol, mact_image *out, char *err, size_t errlen);
 
