@@ -11,10 +11,13 @@
 #                     (select=eq(n,K), -sws_flags bilinear, rgb24): max |diff| printed beside the threshold, 0
 #                     (same libavcodec, same swscale flags and colour details, so the bytes are equal)
 #   vid_h264_bframes  the H.264 files really have B-frames (pts order != dts order)
+#   vid_start_time    times count from the stream's start_time (an mp4 remuxed with a 1.5 s offset)
+#   vid_mkv_counted   a container without nb_frames (Matroska): the frames counted, its 1 ms time base
 #   vid_bad_*         a missing video, a truncated mp4, garbage bytes, a zero-length file, a time past the end,
 #                     a video shorter than its episode (v2.1, v3.0), a codec / template disagreeing with
 #                     info.json: each a clear error or listed problem naming the file / episode / camera, no crash
-# SEED=... replays (printed); VIDEO_CODECS="h264 av1" narrows the codecs.
+# SEED=... replays (printed); VIDEO_CODECS="h264 av1" narrows the codecs (the container and bad-input checks
+# use the H.264 files when they are there, else another v2.1 tree).
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}; MACT=${MACT_BIN:-build/mact}; VT=${BUILD:-build}/tests/video_tool
@@ -101,6 +104,22 @@ if [ -d "$T/h264_v21" ]; then
     nb=$(ffprobe -v error -select_streams v -show_frames -show_entries frame=pict_type -of csv "$f" | grep -c ",B")
     hb=$(ffprobe -v error -select_streams v -show_entries stream=has_b_frames -of csv=p=0 "$f")
     [ "$nb" -gt 0 ] && [ "$hb" -gt 0 ] && pass "vid_h264_bframes ($nb B-frames, has_b_frames $hb)" || fail vid_h264_bframes "B-frames $nb, has_b_frames $hb"
+fi
+
+# --- containers: a start_time offset, no frame count ---------------------------------------------------------
+# t counts from the stream's start_time (an mp4 remuxed with a 1.5 s offset); a Matroska file states no
+# nb_frames, so the packets are counted, and its 1 ms time base puts frame 1 at 0.033 s (tolerance 1e-3)
+if [ -d "$T/h264_v21" ]; then
+    f="$T/h264_v21/videos/chunk-000/observation.images.front/episode_000000.mp4"
+    ffmpeg -v error -i "$f" -c copy -output_ts_offset 1.5 -y "$T/off.mp4" && ffmpeg -v error -i "$f" -c copy -f matroska -y "$T/x.mkv"
+    st=$(ffprobe -v error -select_streams v -show_entries stream=start_time -of csv=p=0 "$T/off.mp4")
+    nf=$(ffprobe -v error -select_streams v -show_entries stream=nb_frames -of csv=p=0 "$f")
+    a=$($VT at "$T/off.mp4" 0 2>&1); b=$($VT at "$T/off.mp4" 0.5 2>&1)
+    [ "$st" = "1.500000" ] && [ "$a" = "number 0" ] && [ "$b" = "number 15" ] &&
+        pass "vid_start_time (start_time $st: t=0 -> frame 0, t=0.5 -> frame 15)" || fail vid_start_time "start_time $st, t=0: $a, t=0.5: $b"
+    i=$($VT info "$T/x.mkv" 2>&1); c=$($VT at "$T/x.mkv" 0.0333333 0.001 2>&1); e=$($VT at "$T/x.mkv" 0.5 2>&1)
+    grep -q "frames $nf " <<<"$i" && [ "$c" = "number 1" ] && [ "$e" = "number 15" ] &&
+        pass "vid_mkv_counted ($i)" || fail vid_mkv_counted "want $nf frames: $i; t=1/30: $c; t=0.5: $e"
 fi
 
 # --- bad inputs ---------------------------------------------------------------------------------------------
