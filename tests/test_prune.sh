@@ -196,6 +196,24 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["overall"]["n_images"] == 4 and j["overall"]["identical"] is True and j["overall"]["rel_mse"] == 0, j["overall"]
 PYEOF
+# video cameras (v3.0 H.264): every frame of the dataset (--frames = all of them) gives the SNRs that the same
+# frames give as PNG files written by `mact dataset frame`
+$MACT synth-dataset "$T/dsv" --version v3.0 --robot libero --episodes 2 --len 6:6 --video h264 --seed 5 >/dev/null 2>&1
+imgs=()
+for e in 0 1; do for c in observation.images.image observation.images.wrist_image; do for t in 0 1 2 3 4 5; do
+    $MACT dataset frame "$T/dsv" --episode $e --index $t --camera $c --out "$T/dsv_${e}_${c}_$t.png" >/dev/null 2>&1
+    imgs+=(--image "$T/dsv_${e}_${c}_$t.png")
+done; done; done
+$MACT prune-analyze --model "$T/A" --dataset "$T/dsv" --frames 24 --json "$T/dsv.json" >"$T/dsv.log" 2>&1; rc=$?
+$MACT prune-analyze --model "$T/A" "${imgs[@]}" --json "$T/dsv_png.json" >>"$T/dsv.log" 2>&1; rc2=$?
+"$PY" - "$T/dsv.json" "$T/dsv_png.json" <<'PYEOF' >"$T/dsv_cmp.txt" 2>&1 && [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && pass "prune_analyze_dataset_video ($(cat "$T/dsv_cmp.txt"))" || fail "prune_analyze_dataset_video: exit $rc/$rc2: $(tail -2 "$T/dsv.log") $(tail -2 "$T/dsv_cmp.txt")"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["images"] == b["images"] == 24, (a["images"], b["images"])
+d = max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(a["snr_db"], b["snr_db"]))
+assert d <= 1e-9, (a["snr_db"], b["snr_db"])
+print(f"24 frames, SNR per block equal to the PNG frames' within {d:.1g} relative (threshold 1e-9)")
+PYEOF
 $MACT synth-dataset "$T/ds_noimg" --robot so101 --episodes 2 --seed 5 >/dev/null 2>&1
 $MACT prune-analyze --model "$T/A" --dataset "$T/ds_noimg" >"$T/ds2.log" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "no image feature" "$T/ds2.log" && pass "prune_analyze_dataset_without_images_refused ($(head -1 "$T/ds2.log"))" ||

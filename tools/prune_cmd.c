@@ -17,6 +17,7 @@
 #include "model/session.h"
 #include "stages/vision_probe.h"
 #include "io/lerobot.h"
+#include "io/video.h"
 
 #define MAX_IMAGES 4096
 
@@ -28,8 +29,8 @@ static int usage_prune(FILE *f)
             "         per ViT block: SNR = 10 log10(E||in||^2 / E||out - in||^2), E over tokens and images; D: a\n"
             "         keep-set of D blocks (the deepest tap pinned, the rest the lowest SNR) and its student taps.\n"
             "         Frames come from image files (PNG, JPEG, HxWx3 .npy) or --dataset DIR [--frames N]: N frames\n"
-            "         (default 64) spread evenly over a LeRobot dataset's episodes and image cameras (images stored in\n"
-            "         the parquet files; video cameras need the video decoder, not part of mact yet)\n"
+            "         (default 64) spread evenly over a LeRobot dataset's episodes and cameras (images stored in the\n"
+            "         parquet files, or videos)\n"
             "       mact prune --model DIR --keep LIST [--taps LIST] --out DIR\n"
             "         student block j = teacher block keep[j]; default taps follow their teacher layers; --taps: the\n"
             "         student's vit_layers (negative = from len(keep)); --out must not exist\n"
@@ -109,17 +110,47 @@ typedef struct {
     mact_precision precision;
 } analyze_args;
 
-/* A calibration or held-out frame picked from a LeRobot dataset: its encoded bytes (PNG/JPEG) and a name. */
+/* A calibration or held-out frame picked from a LeRobot dataset: its encoded bytes (PNG/JPEG in the parquet)
+ * or, for a video camera, the decoded frame; and a name. */
 typedef struct {
     uint8_t *bytes;
     size_t len;
+    mact_image img;
     char name[96];
 } ds_frame;
 
 static void free_frames(ds_frame *f, int n)
 {
-    for (int i = 0; f && i < n; i++) free(f[i].bytes);
+    for (int i = 0; f && i < n; i++) { free(f[i].bytes); mact_image_free(&f[i].img); }
     free(f);
+}
+
+/* Frames t of episode e's video camera key, decoded at LeRobot's query time from_timestamp + timestamp[t]
+ * (t / fps without the column) into f->img; *v and vpath keep the open video across calls. */
+static int video_frame(mact_ld *d, int e, const char *key, int64_t t, mact_video **v, char *vpath, size_t vn,
+                       ds_frame *f, char *err, size_t el)
+{
+    char path[4096];
+    double from, tt = (double)t / mact_ld_fps(d);
+    if (mact_ld_episode_video(d, e, key, path, sizeof path, &from)) {
+        snprintf(err, el, "episode %d camera %s: no video path (info.json video_path, or the v3.0 videos/KEY/... columns)", e, key);
+        return -1;
+    }
+    if (!*v || strcmp(path, vpath)) {
+        mact_video_close(*v);
+        *v = NULL;
+        snprintf(vpath, vn, "%s", path);
+        if (mact_video_open(path, 1, v, err, el)) return -1;
+    }
+    if (mact_ld_find_feature(d, "timestamp")) {
+        double *ts = NULL;
+        int64_t rows;
+        int dim;
+        if (mact_ld_read(d, e, "timestamp", &ts, &rows, &dim, err, el)) return -1;
+        if (t < rows) tt = ts[t];
+        free(ts);
+    }
+    return mact_video_frame_at(*v, from + tt, 1e-4, &f->img, err, el) ? -1 : 0;
 }
 
 /* n frames spread evenly over a LeRobot dataset's episodes and image cameras (frame numbers i * total / n of the
@@ -134,14 +165,10 @@ static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, c
     int nk = 0, rc = 0;
     for (int f = 0; f < mact_ld_num_features(d) && nk < 64; f++) {
         const mact_ld_feature *ft = mact_ld_feature_at(d, f);
-        if (!strcmp(ft->dtype, "image")) keys[nk++] = ft->key;
-        else if (!strcmp(ft->dtype, "video")) {
-            snprintf(err, el, "%s: camera '%s' is stored as video; mact reads only images stored in the parquet "
-                     "files so far (give frames with --image)", dir, ft->key);
-            mact_ld_close(d);
-            return -1;
-        }
+        if (!strcmp(ft->dtype, "image") || !strcmp(ft->dtype, "video")) keys[nk++] = ft->key;
     }
+    mact_video *v = NULL;
+    char vpath[4096] = "";
     int64_t total = 0;
     for (int e = 0; e < mact_ld_num_episodes(d); e++) total += mact_ld_episode_at(d, e)->length * nk;
     if (!nk || total < 1) {
@@ -163,15 +190,21 @@ static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, c
             const int64_t len = mact_ld_episode_at(d, e)->length;
             if (next >= base + len) { base += len; continue; }
             uint8_t *bytes = NULL;
-            int64_t *off = NULL, rows = 0;
-            if (mact_ld_read_images(d, e, keys[k], &bytes, &off, &rows, err, el)) rc = -1;
+            int64_t *off = NULL, rows = len;
+            const int video = !strcmp(mact_ld_find_feature(d, keys[k])->dtype, "video");
+            if (!video && mact_ld_read_images(d, e, keys[k], &bytes, &off, &rows, err, el)) rc = -1;
             while (!rc && used < n && next < base + rows) {
-                const int64_t t = next - base, sz = off[t + 1] - off[t];
+                const int64_t t = next - base;
                 ds_frame *f = &fr[used];
-                f->bytes = malloc((size_t)sz + 1);
-                if (!f->bytes) { snprintf(err, el, "out of memory"); rc = -1; break; }
-                memcpy(f->bytes, bytes + off[t], (size_t)sz);
-                f->len = (size_t)sz;
+                if (video) {
+                    if (video_frame(d, e, keys[k], t, &v, vpath, sizeof vpath, f, err, el)) { rc = -1; break; }
+                } else {
+                    const int64_t sz = off[t + 1] - off[t];
+                    f->bytes = malloc((size_t)sz + 1);
+                    if (!f->bytes) { snprintf(err, el, "out of memory"); rc = -1; break; }
+                    memcpy(f->bytes, bytes + off[t], (size_t)sz);
+                    f->len = (size_t)sz;
+                }
                 snprintf(f->name, sizeof f->name, "episode %d %s frame %lld", e, keys[k], (long long)t);
                 used++;
                 next = (int64_t)((double)used * (double)total / (double)n);
@@ -180,6 +213,7 @@ static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, c
             free(off);
             base += len;
         }
+    mact_video_close(v);
     mact_ld_close(d);
     if (rc) {
         free_frames(fr, used);
@@ -194,8 +228,9 @@ static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, c
 static int frame_pixels(const ds_frame *f, const mact_model_info *mi, float *pv, char *err, size_t el)
 {
     mact_image img = {0};
-    int rc = mact_image_load_memory(f->bytes, f->len, &img, err, el) ||
-             mact_image_preprocess(img.data, img.height, img.width, mi->image_height, mi->image_width, mi->patch_size,
+    const mact_image *im = f->img.data ? &f->img : &img;
+    int rc = (!f->img.data && mact_image_load_memory(f->bytes, f->len, &img, err, el)) ||
+             mact_image_preprocess(im->data, im->height, im->width, mi->image_height, mi->image_width, mi->patch_size,
                                    pv, (size_t)mi->n_patches * mi->patch_dim, err, el);
     mact_image_free(&img);
     return rc ? -1 : 0;
