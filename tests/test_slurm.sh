@@ -7,6 +7,9 @@
 #   slurm_array_eval       sbatch --array=0-2 of `mact eval --policy model` (no --shard: eval takes its shard
 #                          from SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT) and an afterok merge job all
 #                          COMPLETED, each task on its shard i/3 (2 of the 6 episodes each)
+#   slurm_array_offset_step  the same as --array=1-5:2 (ids 1, 3, 5): eval takes (ID - MIN) / STEP, so the
+#                          tasks write the same episode files as shards 0, 1, 2 (its merge:
+#                          slurm_merge_equal_offset_step)
 #   slurm_merge_equal      the merge's result.json and episodes.jsonl == the unsharded run's, byte for byte
 #                          (the unsharded run on 1 thread under taskset, the tasks on every CPU), every
 #                          episode once; slurm_requeue_merge_equal: the same after the retry below
@@ -155,23 +158,25 @@ one=(); threads="on every CPU"; command -v taskset >/dev/null 2>&1 && { one=(tas
 "${one[@]}" "${EVAL[@]}" --out "$S/out0" >"$S/out0.txt" 2>"$S/out0.err" ||
     { fail slurm_setup "unsharded eval failed" "$S/out0.err"; exit 1; }
 
-# --- the array job and the merge depending on it
+# --- the array jobs and the merges depending on them
 cat >"$S/eval_task.sh" <<EOF
 #!/bin/bash
-# one shard per array task; mact eval reads SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT itself
-echo "task \$SLURM_ARRAY_TASK_ID of \$SLURM_ARRAY_TASK_COUNT on \$(hostname -s), restart \${SLURM_RESTART_COUNT:-0}"
-exec $(printf '%q ' "${EVAL[@]}") --out "$S/shards/\$SLURM_ARRAY_TASK_ID"
+# eval_task.sh ROOT: one shard per array task into ROOT/<task id>; mact eval reads SLURM_ARRAY_TASK_* itself
+echo "task \$SLURM_ARRAY_TASK_ID of \$SLURM_ARRAY_TASK_COUNT (min \$SLURM_ARRAY_TASK_MIN, step \${SLURM_ARRAY_TASK_STEP:-unset}) on \$(hostname -s), restart \${SLURM_RESTART_COUNT:-0}"
+exec $(printf '%q ' "${EVAL[@]}") --out "\$1/\$SLURM_ARRAY_TASK_ID"
 EOF
-mkdir -p "$S/shards"
-merge_job() {  # out_dir [sbatch options...]: prints the job id
-    local out=$1; shift
+merge_job() {  # out_dir root "ids" [sbatch options...]: merges root/<id> for each id; prints the job id
+    local out=$1 root=$2 ids=$3 dirs=() i; shift 3
+    for i in $ids; do dirs+=("$root/$i"); done
     sbatch --parsable --job-name=mact-merge -o "$S/merge_%j.log" "$@" \
-        --wrap "$(printf '%q ' "$MACT" eval merge --out "$out" "$S/shards/0" "$S/shards/1" "$S/shards/2")"
+        --wrap "$(printf '%q ' "$MACT" eval merge --out "$out" "${dirs[@]}")"
 }
-wait_jobs() {  # timeout_s job...: until none of them is pending or running
-    local end; end=$(awk -v t="$1" -v n="$(now)" 'BEGIN { printf "%.0f", n + t }'); shift
-    while [ -n "$(squeue -h -j "$(IFS=,; echo "$*")" 2>/dev/null)" ]; do
+wait_jobs() {  # timeout_s job...: until none of them is pending or running (1: timeout, or only jobs left
+    # whose dependency can never be satisfied)
+    local end q; end=$(awk -v t="$1" -v n="$(now)" 'BEGIN { printf "%.0f", n + t }'); shift
+    while q=$(squeue -h -o '%i %r' -j "$(IFS=,; echo "$*")" 2>/dev/null); [ -n "$q" ]; do
         [ "$(date +%s)" -ge "$end" ] && return 1
+        echo "$q" | grep -vq ' DependencyNeverSatisfied$' || return 1
         sleep 0.2
     done
 }
@@ -180,26 +185,53 @@ states() {  # job: "N STATE EXIT" per distinct state of its records (array tasks
         sort | uniq -c | awk '{ printf "%s%s %s %s", (NR > 1 ? ";" : ""), $1, $2, $3 }'
 }
 t_jobs=$(now)
-J=$(sbatch --parsable --array=0-2 --cpus-per-task=1 --job-name=mact-eval -o "$S/task_%A_%a.log" "$S/eval_task.sh" 2>"$S/sbatch.err") &&
-M=$(merge_job "$S/merged" --dependency=afterok:"$J" 2>>"$S/sbatch.err") || { fail slurm_array_eval "sbatch failed" "$S/sbatch.err"; exit 1; }
-wait_jobs 120 "$J" "$M" || fail slurm_array_eval "jobs $J / $M not finished within 120 s: $(squeue -h -o '%i %T %r' | paste -sd ';')" $(logs)
+array() {  # --array=SPEC root: prints the job id
+    sbatch --parsable "$1" --cpus-per-task=1 --job-name=mact-eval -o "$S/task_%A_%a.log" "$S/eval_task.sh" "$2"
+}
+# the recipe's array (ids 0..2), and one with an offset and a step (ids 1, 3, 5: shards (id - MIN) / STEP);
+# eval creates its --out but not the parents
+mkdir -p "$S/shards" "$S/shards_b"
+J=$(array --array=0-2 "$S/shards" 2>"$S/sbatch.err") &&
+M=$(merge_job "$S/merged" "$S/shards" "0 1 2" --dependency=afterok:"$J" 2>>"$S/sbatch.err") &&
+JB=$(array --array=1-5:2 "$S/shards_b" 2>>"$S/sbatch.err") &&
+MB=$(merge_job "$S/merged_b" "$S/shards_b" "1 3 5" --dependency=afterok:"$JB" 2>>"$S/sbatch.err") ||
+    { fail slurm_array_eval "sbatch failed" "$S/sbatch.err"; exit 1; }
+waited=
+wait_jobs 120 "$J" "$M" "$JB" "$MB" || waited="; still queued after 120 s or on a failed dependency: $(squeue -h -o '%i %T %r' | paste -sd ';')"
 sj=$(states "$J"); sm=$(states "$M")
-ok=1; why=
-[ "$sj" = "3 COMPLETED 0:0" ] || { ok=0; why="array job $J: $sj"; }
-[ "$sm" = "1 COMPLETED 0:0" ] || { ok=0; why="$why merge job $M: ${sm:-no record}"; }
+ok=1; why=$waited
+[ "$sj" = "3 COMPLETED 0:0" ] || { ok=0; why="$why; array job $J: $sj"; }
+[ "$sm" = "1 COMPLETED 0:0" ] || { ok=0; why="$why; merge job $M: ${sm:-no record}"; }
 for i in 0 1 2; do
     n=$(ls "$S/shards/$i/episodes" 2>/dev/null | wc -l)
-    grep -q "mact eval: shard $i/3:" "$S/task_${J}_$i.log" 2>/dev/null && [ "$n" = 2 ] || { ok=0; why="$why task $i: $n episodes, not shard $i/3"; }
+    grep -q "mact eval: shard $i/3:" "$S/task_${J}_$i.log" 2>/dev/null && [ "$n" = 2 ] || { ok=0; why="$why; task $i: $n episodes, not shard $i/3"; }
 done
 if [ $ok = 1 ]; then
-    echo "PASS slurm_array_eval (array job $J: 3 tasks COMPLETED, 2 episodes each, shard i/3 from SLURM_ARRAY_TASK_ID; merge job $M afterok COMPLETED; $(since "$t_jobs") s)"
+    echo "PASS slurm_array_eval (array job $J: 3 tasks COMPLETED, 2 episodes each, shard i/3 from SLURM_ARRAY_TASK_ID; merge job $M afterok COMPLETED)"
 else
-    fail slurm_array_eval "$why" "$S"/task_*.log "$S"/merge_*.log "$S/slurmctld.log"
+    fail slurm_array_eval "${why#; }" "$S"/task_${J}_*.log "$S"/merge_$M.log $(logs)
+fi
+sj=$(states "$JB"); sm=$(states "$MB")
+ok=1; why=
+[ "$sj" = "3 COMPLETED 0:0" ] || { ok=0; why="$why; array job $JB: $sj"; }
+[ "$sm" = "1 COMPLETED 0:0" ] || { ok=0; why="$why; merge job $MB: ${sm:-no record}"; }
+k=0
+for i in 1 3 5; do
+    n=$(ls "$S/shards_b/$i/episodes" 2>/dev/null | wc -l)
+    diff -r "$S/shards_b/$i/episodes" "$S/shards/$k/episodes" >/dev/null 2>&1 && grep -q "mact eval: shard $k/3:" "$S/task_${JB}_$i.log" 2>/dev/null ||
+        { ok=0; why="$why; task $i: $n episodes, not shard $k/3's"; }
+    k=$((k + 1))
+done
+if [ $ok = 1 ]; then
+    echo "PASS slurm_array_offset_step (--array=1-5:2: tasks 1, 3, 5 ran shards 0, 1, 2, the same episode files as --array=0-2; $(since "$t_jobs") s for both arrays and merges)"
+else
+    fail slurm_array_offset_step "${why#; }" "$S"/task_${JB}_*.log "$S"/merge_$MB.log
 fi
 
 # --- merged == unsharded
 check_equal() {  # name merged_dir
     local cmpnote
+    [ -f "$2/result.json" ] || { fail "$1" "no $2/result.json (the merge did not run)"; return; }
     if cmp -s "$2/result.json" "$S/out0/result.json" && cmp -s "$2/episodes.jsonl" "$S/out0/episodes.jsonl"; then cmpnote=byte-equal
     else cmpnote=different; fi
     local r
@@ -229,6 +261,7 @@ EOF
     fi
 }
 check_equal slurm_merge_equal "$S/merged"
+check_equal slurm_merge_equal_offset_step "$S/merged_b"
 
 # --- retry: task 1 again after losing one finished episode; the others must be skipped
 d1="$S/shards/1/episodes"
@@ -242,26 +275,26 @@ else
     # a requeued job waits on a begin time ~2 min ahead; StartTime=now makes it eligible at once
     scontrol requeue "${J}_1" >"$S/requeue.log" 2>&1 && scontrol update JobId="${J}_1" StartTime=now >>"$S/requeue.log" 2>&1 &&
         for _ in $(seq 50); do [ "$(scontrol show job -o "${J}_1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')" = 1 ] && break; sleep 0.1; done &&
-        wait_jobs 120 "${J}_1" && M2=$(merge_job "$S/merged2" --dependency=afterok:"$J" 2>>"$S/requeue.log") && wait_jobs 120 "$M2"
+        wait_jobs 120 "${J}_1" && M2=$(merge_job "$S/merged2" "$S/shards" "0 1 2" --dependency=afterok:"$J" 2>>"$S/requeue.log") && wait_jobs 120 "$M2"
     rc=$?
     ok=1; why=
-    [ $rc = 0 ] || { ok=0; why="requeue / second merge did not finish (rc $rc)"; }
+    [ $rc = 0 ] || { ok=0; why="$why; requeue / second merge did not finish (rc $rc)"; }
     info=$(scontrol show job -o "${J}_1" 2>/dev/null)
     for w in JobState=COMPLETED Restarts=1 ExitCode=0:0; do
-        case "$info" in *" $w "*) ;; *) ok=0; why="$why task 1 after requeue: no $w";; esac
+        case "$info" in *" $w "*) ;; *) ok=0; why="$why; task 1 after requeue: no $w";; esac
     done
-    cmp -s "$d1/$gone" "$S/gone.json" || { ok=0; why="$why $gone not recomputed to the same bytes"; }
-    for f in $kept; do [ "$(stat -c %Y "$d1/$f")" = "$(date -d '2001-01-01 00:00:00' +%s)" ] || { ok=0; why="$why $f recomputed (not skipped)"; }; done
-    grep -q "restart 1" "$S/task_${J}_1.log" 2>/dev/null || { ok=0; why="$why the task's log shows no restart"; }
+    cmp -s "$d1/$gone" "$S/gone.json" || { ok=0; why="$why; $gone not recomputed to the same bytes"; }
+    for f in $kept; do [ "$(stat -c %Y "$d1/$f")" = "$(date -d '2001-01-01 00:00:00' +%s)" ] || { ok=0; why="$why; $f recomputed (not skipped)"; }; done
+    grep -q "restart 1" "$S/task_${J}_1.log" 2>/dev/null || { ok=0; why="$why; the task's log shows no restart"; }
     np=$(grep -o "shard 1/3: [0-9]* episodes done" "$S/task_${J}_1.log" 2>/dev/null | wc -l)  # one per episode computed
-    [ "$np" = 1 ] || { ok=0; why="$why the rerun computed $np episodes, want 1"; }
+    [ "$np" = 1 ] || { ok=0; why="$why; the rerun computed $np episodes, want 1"; }
     if [ $ok = 1 ]; then
         echo "PASS slurm_requeue_skips (task ${J}_1 requeued: $gone recomputed byte-equal, $(echo "$kept" | wc -w) finished episode skipped; second merge job $M2; $(since "$t_rq") s)"
     else
-        fail slurm_requeue_skips "$why" "$S/requeue.log" "$S/task_${J}_1.log" "$S/slurmctld.log"
+        fail slurm_requeue_skips "${why#; }" "$S/requeue.log" "$S/task_${J}_1.log" "$S/slurmctld.log"
     fi
     [ $ok = 1 ] && check_equal slurm_requeue_merge_equal "$S/merged2"
 fi
 
-echo "INFO test_slurm: wall time $(since "$T0") s (cluster start, 6-episode eval unsharded and as a 3-task array, merge, requeue, merge)"
+echo "INFO test_slurm: wall time $(since "$T0") s (cluster start, 6-episode eval unsharded and as two 3-task arrays, merges, requeue, merge)"
 [ $fails = 0 ]
