@@ -9,6 +9,9 @@
 #   eval_static              --static-threshold excludes the frames whose chunk barely moves (SO-101 holds)
 #   eval_hold_absolute       SO-101 (absolute joints): the hold baseline is state[t] (checked with numpy)
 #   eval_model               --policy model: the tiny checkpoint predicts from the PNGs stored in the parquet
+#   eval_settings_never_mix  episode files carry a fingerprint of the settings: a rerun into the same --out with
+#                            another seed, or a merge of shards with different settings, is refused; a merge
+#                            missing a shard too, unless --allow-partial
 #   eval_model_deterministic a rerun of the model policy gives byte-equal result.json and episodes.jsonl
 #   eval_bad_frame           a corrupt PNG inside the parquet: exit 1, a message naming episode, frame and camera,
 #                            no episode file (the frame reader thread stops cleanly)
@@ -81,6 +84,17 @@ $MACT eval --dataset "$T/lib" --model "$T/ck" --policy model --episodes 0:1 --se
 [ "$(jq_py "$T/model/result.json" "r['frames_evaluated'] > 0 and 0 < r['mae'] < 1e9 and r['hold_mae'] > 0")" = True ] &&
     echo "PASS eval_model ($(jq_py "$T/model/result.json" "'%d frames, MAE %.4g, hold %.4g, ratio %.3g (random weights)' % (r['frames_evaluated'], r['mae'], r['hold_mae'], r['ratio_to_hold'])"))" ||
     fail eval_model "model policy failed" "$T/model.err"
+# settings never mix: a rerun into the same --out with another seed is refused, so is a merge of shards run with
+# different settings, and a merge missing a shard (result.json's episodes_selected) unless --allow-partial
+$MACT eval --dataset "$T/lib" --model "$T/ck" --policy hold --seed 99 --out "$T/hold" >"$T/mix.txt" 2>&1; r1=$?
+$MACT eval --dataset "$T/lib" --model "$T/ck" --policy hold --seed 98 --shard 1/3 --out "$T/s1x" >/dev/null 2>&1
+$MACT eval merge --out "$T/mx" "$T/s0" "$T/s1x" "$T/s2" >>"$T/mix.txt" 2>&1; r2=$?
+$MACT eval merge --out "$T/mp" "$T/s0" "$T/s2" >>"$T/mix.txt" 2>&1; r3=$?
+$MACT eval merge --allow-partial --out "$T/mp2" "$T/s0" "$T/s2" >>"$T/mix.txt" 2>&1; r4=$?
+if [ $r1 = 1 ] && [ $r2 = 1 ] && [ $r3 = 1 ] && [ $r4 = 0 ] && grep -q "use a fresh --out" "$T/mix.txt" &&
+   grep -q "merge only one run's shards" "$T/mix.txt" && grep -q "5 of the 7 selected episodes present" "$T/mix.txt"; then
+    echo "PASS eval_settings_never_mix (rerun with another seed, mixed-seed merge, 2 of 3 shards: refused; --allow-partial merges)"
+else fail eval_settings_never_mix "exit codes $r1 $r2 $r3 $r4 (want 1 1 1 0)" "$T/mix.txt"; fi
 # the frame reader thread: the same result on a rerun, and a corrupt PNG in the parquet is an error naming the
 # episode, frame and camera (the reader stops, inference stops, nothing hangs, no episode file is written)
 $MACT eval --dataset "$T/lib" --model "$T/ck" --policy model --episodes 0:1 --seed 5 --out "$T/model2" >/dev/null 2>&1 &&

@@ -26,6 +26,7 @@
 #include "mact.h"
 #include "base/file.h"
 #include "base/parse.h"
+#include "base/rng.h"
 #include "io/image.h"
 #include "io/lerobot.h"
 #include "io/normstats.h"
@@ -42,6 +43,7 @@ typedef struct {
     double frames, excluded, outside, gt_values, grip_values;
     double m_raw[MAXH], h_raw[MAXH], m_norm[MAXH], h_norm[MAXH];
     double m_grip, h_grip;
+    char config[17];  /* what produced the sums (eval_config): episodes of different settings never mix */
 } ep_sums;
 
 static int usage(void)
@@ -53,7 +55,7 @@ static int usage(void)
             "       [--tolerance S]   (video frames: seconds between a frame's time and the query; default LeRobot's 1e-4)\n"
             "       [--so101-transform]   (dataset in the new SO-101 calibration, checkpoint in the old one)\n"
             "       [--shard I/N]   (else $JOB_COMPLETION_INDEX/$JOB_COMPLETION_COUNT or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)\n"
-            "       mact eval merge --out DIR SHARD_DIR ...\n");
+            "       mact eval merge --out DIR [--allow-partial] SHARD_DIR ...\n");
     return 2;
 }
 
@@ -87,9 +89,9 @@ static char *ep_json(const ep_sums *s)
     size_t cap = 4096 + (size_t)s->H * 4 * 32;
     char *b = malloc(cap), *p = b;
     size_t left = cap;
-    int w = snprintf(p, left, "{\"episode_index\":%lld,\"horizon\":%d,\"action_dim\":%d,\"frames\":%.17g,\"excluded\":%.17g,"
+    int w = snprintf(p, left, "{\"config\":\"%s\",\"episode_index\":%lld,\"horizon\":%d,\"action_dim\":%d,\"frames\":%.17g,\"excluded\":%.17g,"
                      "\"outside\":%.17g,\"gt_values\":%.17g,\"grip_values\":%.17g,\"model_grip\":%.17g,\"hold_grip\":%.17g",
-                     (long long)s->ep, s->H, s->D, s->frames, s->excluded, s->outside, s->gt_values, s->grip_values, s->m_grip, s->h_grip);
+                     s->config, (long long)s->ep, s->H, s->D, s->frames, s->excluded, s->outside, s->gt_values, s->grip_values, s->m_grip, s->h_grip);
     p += w; left -= (size_t)w;
     put_arr(&p, &left, "model_raw", s->m_raw, s->H);
     put_arr(&p, &left, "hold_raw", s->h_raw, s->H);
@@ -117,6 +119,8 @@ static int ep_parse(const char *text, ep_sums *s)
     s->frames = NUM("frames"); s->excluded = NUM("excluded"); s->outside = NUM("outside"); s->gt_values = NUM("gt_values");
     s->grip_values = NUM("grip_values"); s->m_grip = NUM("model_grip"); s->h_grip = NUM("hold_grip");
 #undef NUM
+    const char *cf = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "config"));
+    if (cf) snprintf(s->config, sizeof s->config, "%s", cf);
     int rc = s->H < 1 || s->H > MAXH || s->D < 1 || get_arr(j, "model_raw", s->m_raw, s->H) || get_arr(j, "hold_raw", s->h_raw, s->H) ||
              get_arr(j, "model_norm", s->m_norm, s->H) || get_arr(j, "hold_norm", s->h_norm, s->H) ? -1 : 0;
     cJSON_Delete(j);
@@ -145,6 +149,13 @@ static int load_eps(char **dirs, int nd, ep_sums **out, int *n)
             ep_sums s;
             if (!t || ep_parse(t, &s)) { fprintf(stderr, "mact eval: %s: not an episode result\n", fp); free(t); closedir(dd); return -1; }
             free(t);
+            if (*n && strcmp(s.config, (*out)[0].config)) {
+                fprintf(stderr, "mact eval: %s was computed with other settings (config %s) than episode %lld (config %s): "
+                        "policy, seed, steps, horizon, thresholds, cameras, keys or norm stats differ; merge only one run's shards\n",
+                        fp, s.config[0] ? s.config : "none", (long long)(*out)[0].ep, (*out)[0].config[0] ? (*out)[0].config : "none");
+                closedir(dd);
+                return -1;
+            }
             int dup = 0;
             for (int i = 0; i < *n; i++) dup |= (*out)[i].ep == s.ep;
             if (dup) continue;
@@ -230,7 +241,7 @@ static int plot(const char *path, const double *m, const double *h, int H, doubl
 }
 
 /* result.json + episodes.jsonl + mae_per_step.png + the table, from the per-episode sums in episode order */
-static int write_result(const char *out, ep_sums *e, int n, const int *first_k, int n_k, const char *policy)
+static int write_result(const char *out, ep_sums *e, int n, const int *first_k, int n_k, const char *policy, int selected)
 {
     if (!n) { fprintf(stderr, "mact eval: no episode results in %s\n", out); return 1; }
     int H = e[0].H, D = e[0].D;
@@ -258,6 +269,8 @@ static int write_result(const char *out, ep_sums *e, int n, const int *first_k, 
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "policy", policy);
     cJSON_AddNumberToObject(r, "episodes", n);
+    if (n) cJSON_AddStringToObject(r, "config", e[0].config);  /* the settings' fingerprint, as in every episode file */
+    if (selected > 0) cJSON_AddNumberToObject(r, "episodes_selected", selected);  /* by --episodes, over all shards */
     cJSON_AddNumberToObject(r, "horizon", H);
     cJSON_AddNumberToObject(r, "action_dim", D);
     cJSON_AddNumberToObject(r, "frames_evaluated", t.frames);
@@ -326,13 +339,24 @@ static int parse_list(const char *s, int *v, int max)
     return n;
 }
 
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char b[4096];
+    if (snprintf(b, sizeof b, "%s", path) >= (int)sizeof b) return -1;
+    for (char *q = b + 1; *q; q++)
+        if (*q == '/') { *q = 0; if (mkdir(b, 0777) && errno != EEXIST) return -1; *q = '/'; }
+    return mkdir(b, 0777) && errno != EEXIST ? -1 : 0;
+}
+
 static int merge(int argc, char **argv)
 {
     const char *out = NULL;
     char *dirs[256];
-    int nd = 0, fk[16] = {5, 10, 30}, nk = 3;
+    int nd = 0, fk[16] = {5, 10, 30}, nk = 3, partial = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--allow-partial")) partial = 1;
         else if (!strcmp(argv[i], "--first-k") && i + 1 < argc) { if ((nk = parse_list(argv[++i], fk, 16)) < 1) return usage(); }
         else if (argv[i][0] != '-' && nd < 256) dirs[nd++] = argv[i];
         else return usage();
@@ -340,10 +364,32 @@ static int merge(int argc, char **argv)
     if (!out || !nd) return usage();
     char p[4096];
     snprintf(p, sizeof p, "%s/episodes", out);
-    if ((mkdir(out, 0777) && errno != EEXIST) || (mkdir(p, 0777) && errno != EEXIST)) { fprintf(stderr, "mact eval merge: cannot create %s\n", p); return 1; }
+    if (make_dirs(out) || (mkdir(p, 0777) && errno != EEXIST)) { fprintf(stderr, "mact eval merge: cannot create %s\n", p); return 1; }
     ep_sums *e;
     int n;
     if (load_eps(dirs, nd, &e, &n)) return 1;
+    /* the policy of the first dir; the selection's size, which every shard's result.json records */
+    char pol[64] = "merged";
+    int sel = 0;
+    for (int k = 0; k < nd; k++) {
+        char rp[4200];
+        snprintf(rp, sizeof rp, "%s/result.json", dirs[k]);
+        char *t = slurp(rp);
+        cJSON *j = t ? cJSON_Parse(t) : NULL;
+        const char *ps = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "policy"));
+        if (ps && k == 0) snprintf(pol, sizeof pol, "%s", ps);
+        const cJSON *es = cJSON_GetObjectItemCaseSensitive(j, "episodes_selected");
+        int v = cJSON_IsNumber(es) ? (int)es->valuedouble : 0;
+        cJSON_Delete(j);
+        free(t);
+        if (v > 0 && sel > 0 && v != sel) { fprintf(stderr, "mact eval merge: %s selected %d episodes, an earlier dir %d\n", dirs[k], v, sel); free(e); return 1; }
+        if (v > 0) sel = v;
+    }
+    if (sel > 0 && n != sel && !partial) {
+        fprintf(stderr, "mact eval merge: %d of the %d selected episodes present (a shard missing or unfinished?); --allow-partial merges anyway\n", n, sel);
+        free(e);
+        return 1;
+    }
     for (int i = 0; i < n; i++) {  /* the merged dir holds every episode too, so it can be merged again */
         char fp[4200];
         snprintf(fp, sizeof fp, "%s/ep_%06lld.json", p, (long long)e[i].ep);
@@ -352,15 +398,7 @@ static int merge(int argc, char **argv)
         free(t);
         if (bad) { fprintf(stderr, "mact eval merge: cannot write %s\n", fp); free(e); return 1; }
     }
-    char pol[64] = "merged";
-    snprintf(p, sizeof p, "%s/result.json", dirs[0]);
-    char *t = slurp(p);
-    cJSON *j = t ? cJSON_Parse(t) : NULL;
-    const char *ps = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "policy"));
-    if (ps) snprintf(pol, sizeof pol, "%s", ps);
-    cJSON_Delete(j);
-    free(t);
-    int rc = write_result(out, e, n, fk, nk, pol);
+    int rc = write_result(out, e, n, fk, nk, pol, sel);
     free(e);
     return rc;
 }
@@ -411,6 +449,9 @@ static int shard_from_env(int *shard, int *nshard)
         return -1;
     }
     *shard = (int)((i - mn) / st); *nshard = (int)n;
+    if (n == 1 && i > 0)
+        fprintf(stderr, "mact eval: SLURM_ARRAY_TASK_ID=%s in a one-task array: evaluating every episode as shard 0/1 "
+                        "(to rerun one shard of N, pass --shard %s/N or scontrol requeue the original task)\n", ix, ix);
     return 0;
 }
 
@@ -458,6 +499,7 @@ int cmd_eval(int argc, char **argv)
     char *nstxt = slurp(p);
     static mact_norm_stats ns;
     if (!nstxt || mact_norm_stats_parse(nstxt, &ns, err, sizeof err)) { fprintf(stderr, "mact eval: %s: %s\n", p, nstxt ? err : "cannot read"); free(nstxt); return 1; }
+    const uint64_t ns_hash = mact_fnv1a(MACT_FNV_BASIS, nstxt, strlen(nstxt));
     free(nstxt);
     const mact_norm_tag *tg = mact_norm_find_tag(&ns, tag, err, sizeof err);
     if (!tg) { fprintf(stderr, "mact eval: %s\n", err); return 1; }
@@ -505,7 +547,7 @@ int cmd_eval(int argc, char **argv)
         if (want) sel[ns_sel++] = i;
     }
     snprintf(p, sizeof p, "%s/episodes", out);
-    if ((mkdir(out, 0777) && errno != EEXIST) || (mkdir(p, 0777) && errno != EEXIST)) { fprintf(stderr, "mact eval: cannot create %s\n", p); free(sel); mact_ld_close(d); return 1; }
+    if (make_dirs(out) || (mkdir(p, 0777) && errno != EEXIST)) { fprintf(stderr, "mact eval: cannot create %s\n", p); free(sel); mact_ld_close(d); return 1; }
     mact_model *m = NULL;
     mact_session *s = NULL;
     if (pm == 0 && (mact_model_load(model, NULL, &m, err, sizeof err) || mact_session_new(m, NULL, &s, err, sizeof err))) {
@@ -516,6 +558,29 @@ int cmd_eval(int argc, char **argv)
     struct timespec ts0, ts1;
     clock_gettime(CLOCK_MONOTONIC, &ts0);
     double frames_run = 0;
+    /* the settings an episode's sums depend on (not the paths: shards may mount the data elsewhere); the norm stats
+     * by content, which also tells checkpoints apart in practice */
+    char cfg_txt[4096], cfg[17];
+    int cl = snprintf(cfg_txt, sizeof cfg_txt, "policy=%s tag=%s seed=%llu steps=%d H=%d thr=%.17g tol=%.17g so101=%d akey=%s skey=%s ns=%016llx cams=",
+                      policy, tg->name, (unsigned long long)seed, steps, H, thr, tol, so101_tf, akey, skey, (unsigned long long)ns_hash);
+    for (int c = 0; c < ncam && cl > 0 && cl < (int)sizeof cfg_txt; c++) cl += snprintf(cfg_txt + cl, sizeof cfg_txt - (size_t)cl, "%s,", cams[c]);
+    snprintf(cfg, sizeof cfg, "%016llx", (unsigned long long)mact_fnv1a(MACT_FNV_BASIS, cfg_txt, strlen(cfg_txt)));
+    /* refuse up front when OUT already holds episodes of other settings: nothing new is written into it then */
+    {
+        ep_sums *old_eps = NULL;
+        int n_old = 0;
+        char *od[1] = {(char *)out};
+        if (load_eps(od, 1, &old_eps, &n_old)) { free(sel); mact_session_free(s); mact_model_free(m); mact_ld_close(d); free(pred); return 1; }
+        for (int i = 0; i < n_old; i++)
+            if (strcmp(old_eps[i].config, cfg)) {
+                fprintf(stderr, "mact eval: %s/episodes/ep_%06lld.json was computed with other settings (config %s, now %s): policy, seed, "
+                        "steps, horizon, thresholds, cameras, keys or norm stats differ; use a fresh --out\n", out,
+                        (long long)old_eps[i].ep, old_eps[i].config[0] ? old_eps[i].config : "none", cfg);
+                free(old_eps); free(sel); mact_session_free(s); mact_model_free(m); mact_ld_close(d); free(pred);
+                return 1;
+            }
+        free(old_eps);
+    }
     evf_options fo = {.d = d, .dsdir = dsdir, .akey = akey, .skey = skey, .cams = cams, .ncam = ncam, .decode = pm == 0,
                       .sel = sel, .n_sel = ns_sel, .shard = shard, .nshard = nshard, .H = H, .static_threshold = thr, .episode_dir = p,
                       .tolerance_s = tol};
@@ -533,11 +598,26 @@ int cmd_eval(int argc, char **argv)
         switch (it.kind) {
         case EVF_ERROR: fprintf(stderr, "mact eval: %s\n", it.err); rc = 1; break;
         case EVF_DONE: fin = 1; break;
-        case EVF_SKIPPED: done++; break;
+        case EVF_SKIPPED: {  /* finished by an earlier run: only if with these settings */
+            char fp[4200];
+            ep_sums prev;
+            snprintf(fp, sizeof fp, "%s/ep_%06lld.json", p, (long long)mact_ld_episode_at(d, sel[it.q])->index);
+            char *txt = slurp(fp);
+            if (!txt || ep_parse(txt, &prev)) { fprintf(stderr, "mact eval: %s: not an episode result (remove it to recompute)\n", fp); rc = 1; }
+            else if (strcmp(prev.config, cfg)) {
+                fprintf(stderr, "mact eval: %s was computed with other settings (config %s, now %s): policy, seed, steps, horizon, "
+                        "thresholds, cameras, keys or norm stats differ; use a fresh --out\n", fp, prev.config[0] ? prev.config : "none", cfg);
+                rc = 1;
+            }
+            free(txt);
+            done++;
+            break;
+        }
         case EVF_EPISODE:
             q = it.q; e = mact_ld_episode_at(d, sel[q]);
             act = it.act; st = it.st; dsd = it.dsd;
             memset(&S, 0, sizeof S);
+            memcpy(S.config, cfg, sizeof S.config);
             S.ep = e->index; S.H = H; S.D = D;
             break;
         case EVF_FRAME: {
@@ -614,7 +694,7 @@ int cmd_eval(int argc, char **argv)
     int n_all;
     char *dl[1] = {(char *)out};
     if (load_eps(dl, 1, &all, &n_all)) return 1;
-    rc = write_result(out, all, n_all, fk, nk, policy);
+    rc = write_result(out, all, n_all, fk, nk, policy, ns_sel);
     free(all);
     return rc;
 }
