@@ -34,8 +34,11 @@ int mact_arm_attention(const mact_kctx *kc, float *out, int64_t out_ld, const fl
 double mact_arm_peak_gflops(int use_bf16, int threads);
 double mact_arm_peak_gops_i8(int threads);
 
-/* the ARM packed layout (pack.c): MACT_PACK_I8 panels for INT8 precision, nothing else */
+/* the ARM packed layouts (pack.c): MACT_PACK_I8 panels for INT8 precision (mact_arm_pack_plan: the levels
+ * without bf16 arithmetic), plus MACT_PACK_BF16Q panels for BF16 precision and INT8's vision weights on the
+ * bf16 level (mact_arm_pack_plan_bf16) */
 int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes);
+int mact_arm_pack_plan_bf16(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes);
 mact_packed mact_arm_pack_describe(const void *buf, int dtype, int64_t N, int64_t K, int fmt);
 void mact_arm_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt);
 /* the int8 GEMMs: SDOT (gemm_i8.c; dotprod CPUs) and SMMLA (gemm_i8mm.c; i8mm CPUs) */
@@ -43,7 +46,12 @@ void mact_arm_gemm_i8(const mact_kctx *kc, float *y, int64_t ldy, const float *x
                       const float *bias, int64_t M, int epi);
 void mact_arm_gemm_i8mm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
                         const mact_packed *pk, const float *bias, int64_t M, int epi);
-/* what both share: x quantized once (rows lda bytes apart, q - 128, zero past K), one panel task each */
+/* the bf16 GEMM with BFMMLA on MACT_PACK_BF16Q panels (gemm_bf16.c; bf16 CPUs), and the bf16 level's
+ * instruction peak (BFMMLA when use_bf16, else fp32 FMLA) */
+void mact_arm_gemm_bf16(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
+                        const mact_packed *pk, const float *bias, int64_t M, int epi, int use_bf16);
+double mact_arm_peak_gflops_bf16(int use_bf16, int threads);
+/* what both int8 GEMMs share: x quantized once (rows lda bytes apart, q - 128, zero past K), one panel task each */
 typedef struct {
     float *y;
     int64_t ldy, M, N, Kq, lda;
