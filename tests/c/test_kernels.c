@@ -661,6 +661,43 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
 /* ---- attention ---- */
 static double g_obs_att_bf16, g_obs_att_bf16_vs32;
 
+/* The NaN rules on every level (fp32): a NaN in a key a row sees makes that row NaN; one in a masked key changes
+ * nothing. Two kv heads: head 0 has a NaN at a visible key (every row of it NaN), head 1 one at a masked key
+ * (finite, and within 4e-6 of the reference). */
+static void check_attention_nan(int64_t nq, int64_t nk, int hd)
+{
+    const int nh = 2, nkv = 2;
+    const int64_t ld = (int64_t)nh * hd;
+    float *q = malloc(4 * (size_t)(nq * ld)), *k = malloc(4 * (size_t)(nk * ld)), *v = malloc(4 * (size_t)(nk * ld));
+    float *o_ref = malloc(4 * (size_t)(nq * ld)), *o = malloc(4 * (size_t)(nq * ld));
+    float *scr = malloc(4 * (size_t)(mact_pool_size(g_pool) * mact_attention_scratch(nk)));
+    uint8_t *ok = malloc((size_t)nk);
+    for (int64_t i = 0; i < nq * ld; i++) q[i] = rnorm();
+    for (int64_t i = 0; i < nk * ld; i++) k[i] = rnorm(), v[i] = rnorm();
+    for (int64_t j = 0; j < nk; j++) ok[j] = j != 3;
+    k[5 * ld + 1] = NAN;       /* head 0, visible key 5 */
+    k[3 * ld + hd + 2] = NAN;  /* head 1, masked key 3 */
+    const float scale = 1.f / sqrtf((float)hd);
+    set_isa(MACT_ISA_SCALAR);
+    mact_attention(KC(), o_ref, ld, q, ld, k, v, ld, nq, nk, nh, nkv, hd, scale, NULL, ok, scr);
+    int good = 1;
+    char why[256] = "", name[160];
+    snprintf(name, sizeof name, "attention NaN rules nq%lld nk%lld hd%d: NaN key visible -> NaN row, masked -> finite",
+             (long long)nq, (long long)nk, hd);
+    for (int64_t i = 0; i < nq && good; i++)
+        if (!isnan(o_ref[i * ld]) || isnan(o_ref[i * ld + hd])) good = 0, snprintf(why, sizeof why, "reference row %lld", (long long)i);
+    for (int isa = MACT_ISA_AVX2; isa <= max_isa && good; isa++) {
+        if (!has_isa(isa)) continue;
+        set_isa(isa);
+        mact_attention(KC(), o, ld, q, ld, k, v, ld, nq, nk, nh, nkv, hd, scale, NULL, ok, scr);
+        for (int64_t i = 0; i < nq * ld && good; i++)
+            if (isnan(o[i]) != isnan(o_ref[i]) || (!isnan(o[i]) && !(fabsf(o[i] - o_ref[i]) <= 4e-6f * 4.f)))
+                good = 0, snprintf(why, sizeof why, "%s element %lld: %g, reference %g", isa_name(isa), (long long)i, o[i], o_ref[i]);
+    }
+    set_isa(max_isa);
+    TH_CHECK(name, good, "%s", why);
+    free(q), free(k), free(v), free(o_ref), free(o), free(scr), free(ok);
+}
 static void check_attention(int64_t nq, int64_t nk, int nh, int nkv, int hd, int use_bias, int use_mask, int pad,
                             double *obs)
 {
@@ -1157,6 +1194,8 @@ int main(void)
     check_attention(9, 17, 3, 3, 24, 1, 1, 1, &obs_att);       /* both, odd everything */
     check_attention(7, 9, 2, 1, 7, 0, 1, 0, &obs_att);         /* hd not a multiple of 16 */
     check_attention(12, 40, 2, 2, 33, 0, 2, 0, &obs_att);      /* every key masked */
+    check_attention_nan(20, 40, 72);
+    check_attention_nan(9, 13, 7);
     printf("INFO attention observed max err %.3g (tol 4e-6); bf16 precision %.3g vs bf16-input emulation (tol 2.5e-3), "
            "%.3g vs fp32 (informational)\n", obs_att, g_obs_att_bf16, g_obs_att_bf16_vs32);
 

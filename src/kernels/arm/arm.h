@@ -25,7 +25,8 @@ void mact_arm_gelu(float *x, int64_t n);
 void mact_arm_silu_mul(float *y, const float *gate, const float *val, int64_t n);
 void mact_arm_modulate_rows(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
 void mact_arm_gated_add_rows(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
-/* attention (attention.c): the reference loop with NEON inner loops; 0 (declined) when hd < 4 */
+/* attention (attention.c): blocked fp32 (per block of 8 query rows: scores over every key, softmax rows, p v);
+ * 0 (declined: the plain-C loop runs) when hd > 128 or under 8 keys or 64 scores */
 int mact_arm_attention(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k,
                        const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd,
                        float scale, const float *bias, const uint8_t *key_ok, float *scratch);

@@ -11,8 +11,8 @@
  * MACT_PACK_BF16Q) and multiplies with BFMMLA (gemm_bf16.c): x rounded to bf16, fp32 sums, as the x86 bf16
  * mode; INT8 there keeps the vision stack on those bf16 packs. Below it BF16 precision computes in fp32
  * (has_bf16 = 0: `mact inspect` says "bf16 computed as fp32"), as does INT8 on the plain neon level.
- * Attention runs the reference loop with NEON inner loops (attention.c), in fp32 in every precision (no
- * attention_bf16 here). RoPE runs the plain-C loop. */
+ * Attention is blocked NEON fp32 (attention.c: 8 query rows x 8 keys per step, the reference's masking and
+ * NaN rules) in every precision (no attention_bf16 here). RoPE runs the plain-C loop. */
 #include "mact.h"
 #include "kernels/arm/arm.h"
 
