@@ -31,9 +31,10 @@ int mact_arm_attention(const mact_kctx *kc, float *out, int64_t out_ld, const fl
                        const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd,
                        float scale, const float *bias, const uint8_t *key_ok, float *scratch);
 /* the bench's instruction peaks over threads (timed by mact_peak_best_of_3, kernels/peak.c): fp32 FMLA in
- * GFLOP/s (peak.c), SDOT in GOP/s (gemm_i8.c) */
+ * GFLOP/s (peak.c), SDOT / SMMLA in GOP/s (gemm_i8.c, gemm_i8mm.c) */
 double mact_arm_peak_gflops(int use_bf16, int threads);
 double mact_arm_peak_gops_i8(int threads);
+double mact_arm_peak_gops_i8mm(int threads); /* SMMLA (gemm_i8mm.c) */
 
 /* the ARM packed layouts (pack.c): MACT_PACK_I8 panels for INT8 precision (mact_arm_pack_plan: the levels
  * without bf16 arithmetic), plus MACT_PACK_BF16Q panels for BF16 precision and INT8's vision weights on the

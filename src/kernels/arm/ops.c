@@ -36,7 +36,7 @@ static const mact_ops ops_dotprod = {.name = "neon+fp16+dotprod", .kernels = MAC
 static const mact_ops ops_i8mm = {.name = "neon+fp16+dotprod+i8mm+bf16", .kernels = MACT_KERNELS_ARM_I8MM,
                                   .isa = MACT_ISA_NEON_I8MM, .has_bf16 = 1, NEON_COMMON_ROWS,
                                   .pack_plan = mact_arm_pack_plan_bf16, .pack_describe = mact_arm_pack_describe,
-                                  .pack_fill = mact_arm_pack_fill, .peak_gops_i8 = mact_arm_peak_gops_i8,
+                                  .pack_fill = mact_arm_pack_fill, .peak_gops_i8 = mact_arm_peak_gops_i8mm,
                                   .gemm_packed = mact_arm_gemm_bf16, .gemm_i8 = mact_arm_gemm_i8mm,
                                   .peak_gflops = mact_arm_peak_gflops_bf16};
 
