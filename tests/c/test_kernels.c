@@ -12,7 +12,10 @@
  *   bf16 path vs plain-C bf16 emulation (x and w rounded to bf16, double sums)
  *                                <= 2e-6   (observed <= 2.5e-7)
  *   bf16 path vs fp32 plain C    informational (observed ~2e-3: the bf16 rounding of x and w)
- *   attention out, |diff| / max|v|   <= 4e-6 (observed <= 1e-6: score errors amplified by exp)
+ *   ARM bf16 (BFMMLA) vs an emulation of BFMMLA's arithmetic in its order (round-to-odd adds, flush to zero;
+ *                                emu_bfmmla_gemm): <= 1e-9, i.e. bitwise (observed 0 under qemu -cpu max)
+ *   attention out, |diff| / max|v|   <= 4e-6 (observed <= 1e-6: score errors amplified by exp); the NaN
+ *                                rules (NaN at a visible key: NaN row; at a masked key: no effect) exactly
  *   bf16 attention vs plain C on bf16-rounded q, k, v  <= 2.5e-3 (observed <= 1e-3; bound 2^-9 from p in bf16);
  *                  with K/V packed once (mact_attention_kv_pack): bitwise equal to the unpacked call;
  *                  vs fp32 plain C informational (observed ~1e-2: q, k rounded to bf16 move the logits)
