@@ -30,6 +30,15 @@ void mact_arm_gated_add_rows(float *z, const float *y, const float *gate, int64_
 int mact_arm_attention(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k,
                        const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd,
                        float scale, const float *bias, const uint8_t *key_ok, float *scratch);
+/* a score row in place -> softmax numerators, zero past nk up to nkp: returns 1 / sum, 0 (row zeroed) when no key
+ * is visible, NaN (row NaN) when a visible score is NaN (attention.c) */
+float mact_arm_softmax_row(float *s, int64_t nk, int64_t nkp, float scale, const float *brow, const uint8_t *key_ok);
+/* bf16 attention (attention_bf16.c; bf16 CPUs): q k^T and p v as BFDOT products, K / V packed in x86's layout */
+void mact_arm_attention_bf16(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld,
+                             const float *k, const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads,
+                             int n_kv, int hd, float scale, const float *bias, const uint8_t *key_ok, float *scratch,
+                             const uint32_t *kvp);
+void mact_arm_kv_pack_bf16(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv, int hd);
 /* the bench's instruction peaks over threads (timed by mact_peak_best_of_3, kernels/peak.c): fp32 FMLA in
  * GFLOP/s (peak.c), SDOT / SMMLA in GOP/s (gemm_i8.c, gemm_i8mm.c) */
 double mact_arm_peak_gflops(int use_bf16, int threads);

@@ -1,5 +1,5 @@
-/* Blocked NEON attention in fp32 (every precision: the ARM tables have no bf16 attention), in the shape of the
- * x86 AVX-512 kernel: one pool task per (head, chunk of QC query rows); the task transposes its kv head's K
+/* Blocked NEON attention in fp32 (every precision below the bf16 level, and FP32 on it; attention_bf16.c runs
+ * bf16 mode there, with the softmax rows below), in the shape of the x86 AVX-512 kernel: one pool task per (head, chunk of QC query rows); the task transposes its kv head's K
  * once (kt[d][j], zero past nk), then for each block of 8 query rows
  *   scores: S[8][nk] = q K^T, 8 rows x 8 keys per step (16 accumulators), 4 d per step with FMLA by lane;
  *           each score is one fp32 chain in d order;
@@ -64,8 +64,8 @@ static void scores(float *S, int64_t nkp, const float *q, int64_t q_ld, int rb, 
 }
 
 /* one score row in place -> softmax numerators (zero past nk); returns 1 / sum, 0 when no key is visible (the
- * row zeroed), NaN when a visible score is NaN (the row NaN) */
-static float softmax_row(float *s, int64_t nk, int64_t nkp, float scale, const float *brow, const uint8_t *key_ok)
+ * row zeroed), NaN when a visible score is NaN (the row NaN). Shared with the bf16 kernel (attention_bf16.c). */
+float mact_arm_softmax_row(float *s, int64_t nk, int64_t nkp, float scale, const float *brow, const uint8_t *key_ok)
 {
     const float32x4_t ninf = vdupq_n_f32(-INFINITY);
     float32x4_t mx4 = ninf;
@@ -192,7 +192,7 @@ static void att_task(void *arg, int64_t t, int tid)
         scores(S, nkp, j->q + i0 * j->q_ld + (int64_t)h * hd, j->q_ld, rb, kt, hd);
         float inv[QB];
         for (int r = 0; r < rb; r++)
-            inv[r] = softmax_row(S + r * nkp, nk, nkp, j->scale, j->bias ? j->bias + (i0 + r) * nk : NULL, j->key_ok);
+            inv[r] = mact_arm_softmax_row(S + r * nkp, nk, nkp, j->scale, j->bias ? j->bias + (i0 + r) * nk : NULL, j->key_ok);
         pv(j->out + i0 * j->out_ld + (int64_t)h * hd, j->out_ld, S, nkp, nk, rb, j->v + koff, j->kv_ld, hd, inv);
     }
 }

@@ -12,7 +12,8 @@
  * mode; INT8 there keeps the vision stack on those bf16 packs. Below it BF16 precision computes in fp32
  * (has_bf16 = 0: `mact inspect` says "bf16 computed as fp32"), as does INT8 on the plain neon level.
  * Attention is blocked NEON fp32 (attention.c: 8 query rows x 8 keys per step, the reference's masking and
- * NaN rules) in every precision (no attention_bf16 here). RoPE runs the plain-C loop. */
+ * NaN rules); on the bf16 level outside FP32 precision q k^T and p v are BFDOT bf16 products instead
+ * (attention_bf16.c), as in x86's bf16 mode. RoPE runs the plain-C loop. */
 #include "mact.h"
 #include "kernels/arm/arm.h"
 
@@ -31,13 +32,14 @@ static const mact_ops ops_neon = {
 static const mact_ops ops_dotprod = {.name = "neon+fp16+dotprod", .kernels = MACT_KERNELS_ARM_DOTPROD,
                                      .isa = MACT_ISA_NEON_DOTPROD, NEON_COMMON, INT8_PACKS,
                                      .gemm_i8 = mact_arm_gemm_i8};
-/* i8mm + bf16: the same int8 packs multiplied with SMMLA (2 x 2 x 8 per instruction), and bf16 packs of every
- * other weight outside FP32 precision multiplied with BFMMLA (2 x 2 x 4) */
+/* i8mm + bf16: the same int8 packs multiplied with SMMLA (2 x 2 x 8 per instruction), bf16 packs of every
+ * other weight outside FP32 precision multiplied with BFMMLA (2 x 2 x 4), and BFDOT attention there */
 static const mact_ops ops_i8mm = {.name = "neon+fp16+dotprod+i8mm+bf16", .kernels = MACT_KERNELS_ARM_I8MM,
                                   .isa = MACT_ISA_NEON_I8MM, .has_bf16 = 1, NEON_COMMON_ROWS,
                                   .pack_plan = mact_arm_pack_plan_bf16, .pack_describe = mact_arm_pack_describe,
                                   .pack_fill = mact_arm_pack_fill, .peak_gops_i8 = mact_arm_peak_gops_i8mm,
                                   .gemm_packed = mact_arm_gemm_bf16, .gemm_i8 = mact_arm_gemm_i8mm,
+                                  .attention_bf16 = mact_arm_attention_bf16, .kv_pack = mact_arm_kv_pack_bf16,
                                   .peak_gflops = mact_arm_peak_gflops_bf16};
 
 const mact_ops *mact_ops_arm(int max_isa)
