@@ -7,8 +7,9 @@
 # tests/c/test_kernels.c), the fp32 parity gate on a tiny checkpoint (golden files from the PyTorch reference
 # on this x86 host, tests/reference/make_golden.py; `build-aarch64/mact parity` under qemu: cosine >= 0.99999
 # per boundary and the relative max-error bound, as tests/test_parity.sh) on its mixed BF16/F32 weights and on
-# the same checkpoint with its BF16 tensors stored F16 (the F16-widening kernels), the int8 mode (SDOT) at
-# run_mode's gates (cosine >= 0.999, actions max abs <= 0.25), and `mact demo`.
+# the same checkpoint with its BF16 tensors stored F16 (the F16-widening kernels), the int8 mode (SDOT / SMMLA)
+# at run_mode's gates (cosine >= 0.999, actions max abs <= 0.25), the bf16 mode (BFMMLA under -cpu max, fp32
+# under neoverse-n1) at run_mode's bf16 gates (cosine >= 0.999, actions max abs <= 0.05), and `mact demo`.
 # The emulated part's wall time is printed at the end (a few minutes on 2 cores).
 #
 # CI MUST have the cross toolchain, qemu-user-static and the :arm64 -dev packages (scripts/setup_arm64.sh,
@@ -101,7 +102,7 @@ for cpu in neoverse-n1 max; do
     $Q $B/tests/test_kernels >"$T/kernels_$cpu.log" 2>&1
     rc=$?
     sed -n -e "s|^PASS |PASS arm64_$cpu/|p" -e "s|^FAIL |FAIL arm64_$cpu/|p" "$T/kernels_$cpu.log" | emit
-    grep '^INFO kernel levels\|^INFO matmul observed\|^INFO norms\|^INFO adaln' "$T/kernels_$cpu.log" | sed "s|^INFO |INFO arm64_$cpu: |"
+    grep '^INFO kernel levels\|^INFO matmul\|^INFO int8 observed\|^INFO attention observed\|^INFO norms\|^INFO adaln' "$T/kernels_$cpu.log" | sed "s|^INFO |INFO arm64_$cpu: |"
     [ $rc -eq 0 ] || grep -q '^FAIL' "$T/kernels_$cpu.log" || bad "arm64_$cpu/test_kernels" "exited $rc"
     grep -q "^FAIL" "$T/kernels_$cpu.log" && fail=1
     # the kernels this CPU model gets (auto)
@@ -118,6 +119,12 @@ for cpu in neoverse-n1 max; do
         --abs-tol 0.25 >"$T/parity_${cpu}_int8.log" 2>&1
     parity_rows "arm64_${cpu}_parity_ck_int8" "$T/parity_${cpu}_int8.log"
     grep -q ' FAIL$' "$T/parity_${cpu}_int8.log" && fail=1
+    # BF16 (BFMMLA on the bf16 level, -cpu max; computed as fp32 below it) at run_mode's bf16 gates: cosine
+    # >= 0.999 per boundary, actions max abs <= 0.05, the relative bound informational
+    $Q $B/mact parity "$T/g_ck" --model "$T/ck" --precision bf16 --cos-min 0.999 --tol-informational \
+        --abs-tol 0.05 >"$T/parity_${cpu}_bf16.log" 2>&1
+    parity_rows "arm64_${cpu}_parity_ck_bf16" "$T/parity_${cpu}_bf16.log"
+    grep -q ' FAIL$' "$T/parity_${cpu}_bf16.log" && fail=1
     MACT_CACHE="$T/demo_$cpu" $Q $B/mact demo >"$T/demo_$cpu.log" 2>&1
     rc=$?
     if [ $rc -eq 0 ] && grep -q 'action' "$T/demo_$cpu.log"; then ok "arm64_$cpu/demo"

@@ -206,6 +206,23 @@ static double gemm_bench(const mact_ops *ops, mact_pool *pool, int64_t M, int64_
     return 2.0 * (double)M * (double)N * (double)K / best / 1e9;
 }
 
+/* the instruction each backend level's peak times (kernels' peak_gflops / peak_gops_i8) */
+static const char *peak_insn(const mact_ops *o, int bf16)
+{
+    switch (mact_ops_kernels(o)) {
+    case MACT_KERNELS_ARM_NEON:
+    case MACT_KERNELS_ARM_DOTPROD: return "FMLA";
+    case MACT_KERNELS_ARM_I8MM: return bf16 ? "BFMMLA" : "FMLA";
+    case MACT_KERNELS_X86_AVX512_BF16: return bf16 ? "vdpbf16ps" : "vfmadd";
+    default: return "vfmadd";
+    }
+}
+static const char *peak_insn_i8(const mact_ops *o)
+{
+    const int k = mact_ops_kernels(o);
+    return k == MACT_KERNELS_ARM_DOTPROD ? "SDOT" : k == MACT_KERNELS_ARM_I8MM ? "SMMLA" : "vpdpbusd";
+}
+
 /* the kernel precision a public precision asks for */
 static int mact_kprec_of(int precision)
 {
@@ -432,8 +449,10 @@ int cmd_bench(int argc, char **argv)
     double g1 = 0, g2 = 0, g8 = 0, ipeak = 0, ipeak8 = 0;
     int pfmt;
     size_t pbytes;
-    /* the packed-GEMM peak only where the kernels pack (the reference kernels would take minutes here) */
-    if (pack && mact_pack_plan(m->ops, MACT_BF16, 64, 64, vprec, 0, &pfmt, &pbytes)) {
+    /* the GEMM microbenchmarks through the ops table: on the packs where the kernels pack for this precision,
+     * else on the row-major kernels (the ARM levels without bf16); never on the plain-C reference (minutes) */
+    const int packs = mact_pack_plan(m->ops, MACT_BF16, 64, 64, vprec, 0, &pfmt, &pbytes);
+    if (pack && (packs || mact_ops_isa(m->ops) > MACT_ISA_SCALAR)) {
         g1 = gemm_bench(m->ops, pool, 729, 4304, 1152, vprec);
         g2 = gemm_bench(m->ops, pool, 130, 6144, 2560, vprec);
         if (prec == MACT_PREC_INT8) g8 = gemm_bench(m->ops, pool, 130, 6144, 2560, MACT_PREC_INT8);
@@ -444,11 +463,12 @@ int cmd_bench(int argc, char **argv)
 
     double fv = vision_flops(c, n_img) / 1e9, fl = llm_flops(c, N) / 1e9, fa = action_flops(c, N, H, steps) / 1e9;
     double mv = median(tv, iters), ml = median(tl, iters), ma = median(ta, iters), mt = median(tt, iters);
-    printf("  GEMM peak (packed GEMM microbenchmark, best of 5): %.0f GFLOP/s (M729 N4304 K1152 %.0f, M130 N6144 K2560 "
-           "%.0f); instruction peak %.0f GFLOP/s\n", gpeak, g1, g2, ipeak);
+    printf("  GEMM peak (%s GEMM microbenchmark, best of 5): %.0f GFLOP/s (M729 N4304 K1152 %.0f, M130 N6144 K2560 "
+           "%.0f); %s instruction peak %.0f GFLOP/s\n", packs ? "packed" : "row-major", gpeak, g1, g2,
+           peak_insn(m->ops, vprec == MACT_PREC_BF16), ipeak);
     if (prec == MACT_PREC_INT8)
-        printf("  int8 GEMM peak (M130 N6144 K2560, best of 5): %.0f GOP/s; vpdpbusd instruction peak %.0f GOP/s "
-               "(llm and action below are against it)\n", g8, ipeak8);
+        printf("  int8 GEMM peak (M130 N6144 K2560, best of 5): %.0f GOP/s; %s instruction peak %.0f GOP/s "
+               "(llm and action below are against it)\n", g8, peak_insn_i8(m->ops), ipeak8);
     printf("  %-8s %10s %10s %9s %10s %12s\n", "stage", "median ms", "min ms", "GFLOP", "GFLOP/s", "% GEMM peak");
     const char *names[3] = {"vision", "llm", "action"};
     double med[3] = {mv, ml, ma}, mins[3] = {min_of(tv, iters), min_of(tl, iters), min_of(ta, iters)}, fl3[3] = {fv, fl, fa};

@@ -90,11 +90,13 @@ void mact_kctx_run(const mact_kctx *kc, int64_t n, int par, mact_task_fn fn, voi
     else for (int64_t i = 0; i < n; i++) fn(arg, i, 0);
 }
 
-/* bf16: M rows of ceil(K / 2) pairs; int8: M rows of ceil(K / 4) quads plus a scale and a zero point per row */
+/* bf16: M rows of ceil(K / 2) pairs (x86), or ceil(M / 2) row pairs of ceil(K / 4) bf16 quads (ARM's BFMMLA
+ * operand); int8: M rows of ceil(K / 4) quads plus a scale and a zero point per row */
 size_t mact_gemm_scratch0(int64_t M, int64_t K)
 {
     const size_t bf = (size_t)M * (size_t)((K + 1) / 2) * 4, i8 = (size_t)M * (size_t)((K + 3) / 4) * 4 + (size_t)M * 8;
-    return (bf > i8 ? bf : i8) + 64;
+    const size_t bq = (size_t)((M + 1) / 2) * (size_t)((K + 3) / 4) * 16, b = bf > bq ? bf : bq;
+    return (b > i8 ? b : i8) + 64;
 }
 
 size_t mact_gemm_scratch1(int64_t M) { return (size_t)(M + 6) * 64 * sizeof(float); }

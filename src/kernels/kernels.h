@@ -114,13 +114,14 @@ static inline void mact_matmul_residual(const mact_kctx *kc, float *y, const flo
  * A backend's packed layout, described backend-neutrally: the packed bytes and what the backend's GEMMs
  * need to read them. The x86 backend's formats (kernels/x86/pack.c): MACT_PACK_BF16 (bf16 pairs, 64-column
  * panels: vdpbf16ps operand order), MACT_PACK_F32 (fp32 panels) and MACT_PACK_I8 (int8 quads + per-channel
- * scales and column sums). */
+ * scales and column sums). The ARM backend's (kernels/arm/pack.c): MACT_PACK_I8 as above and MACT_PACK_BF16Q
+ * (bf16 quads of column pairs: BFMMLA operand order). */
 #define MACT_PANEL 64  /* output columns per packed panel */
-enum { MACT_PACK_BF16 = 0, MACT_PACK_F32 = 1, MACT_PACK_I8 = 2, MACT_PACK_NFMT = 3 };
+enum { MACT_PACK_BF16 = 0, MACT_PACK_F32 = 1, MACT_PACK_I8 = 2, MACT_PACK_BF16Q = 3, MACT_PACK_NFMT = 4 };
 typedef struct mact_packed {
     int64_t N, K;
     int64_t Kp;           /* k rows per panel: ceil(K / 2) bf16 pairs (MACT_PACK_BF16), K (MACT_PACK_F32),
-                           * ceil(K / 4) int8 quads (MACT_PACK_I8) */
+                           * ceil(K / 4) int8 quads (MACT_PACK_I8) or bf16 quads (MACT_PACK_BF16Q) */
     int64_t npanel;       /* ceil(N / MACT_PANEL) */
     int fmt;              /* MACT_PACK_* */
     int exact;            /* 1: the packed values equal the source (BF16 source, or F32 in MACT_PACK_F32) */
@@ -128,7 +129,9 @@ typedef struct mact_packed {
                            * MACT_PACK_BF16: row kp = 64 columns x (W[n, 2kp], W[n, 2kp + 1]) as bf16 (256 B);
                            * MACT_PACK_F32:  row k = 64 columns of W[n, k] as fp32 (256 B);
                            * MACT_PACK_I8:   row kq = 64 columns x W8[n, 4kq .. 4kq + 3] as int8 (256 B),
-                           *                 W[n, k] ~ scale[n] * W8[n, k] */
+                           *                 W[n, k] ~ scale[n] * W8[n, k];
+                           * MACT_PACK_BF16Q: row kq = 32 column pairs x (W[2c, 4kq .. 4kq + 3],
+                           *                 W[2c + 1, 4kq .. 4kq + 3]) as bf16 (512 B) */
     const float *scale;   /* MACT_PACK_I8: [npanel * 64] per-output-channel scale (0 past N) */
     const int32_t *colsum;/* MACT_PACK_I8: [npanel * 64] sum over k of W8[n, k] (the zero-point correction) */
 } mact_packed;

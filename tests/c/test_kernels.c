@@ -12,7 +12,10 @@
  *   bf16 path vs plain-C bf16 emulation (x and w rounded to bf16, double sums)
  *                                <= 2e-6   (observed <= 2.5e-7)
  *   bf16 path vs fp32 plain C    informational (observed ~2e-3: the bf16 rounding of x and w)
- *   attention out, |diff| / max|v|   <= 4e-6 (observed <= 1e-6: score errors amplified by exp)
+ *   ARM bf16 (BFMMLA) vs an emulation of BFMMLA's arithmetic in its order (round-to-odd adds, flush to zero;
+ *                                emu_bfmmla_gemm): <= 1e-9, i.e. bitwise (observed 0 under qemu -cpu max)
+ *   attention out, |diff| / max|v|   <= 4e-6 (observed <= 1e-6: score errors amplified by exp); the NaN
+ *                                rules (NaN at a visible key: NaN row; at a masked key: no effect) exactly
  *   bf16 attention vs plain C on bf16-rounded q, k, v  <= 2.5e-3 (observed <= 1e-3; bound 2^-9 from p in bf16);
  *                  with K/V packed once (mact_attention_kv_pack): bitwise equal to the unpacked call;
  *                  vs fp32 plain C informational (observed ~1e-2: q, k rounded to bf16 move the logits)
@@ -56,7 +59,8 @@ static void set_prec(int prec) { cur_prec = prec; }
 static const mact_kctx *KC(void) { return &g_kc[cur_isa][cur_prec]; }
 static const char *isa_name(int isa) { return isa >= 0 && isa < 4 && g_ops[isa] ? mact_ops_name(g_ops[isa]) : "ref"; }
 static int has_isa(int isa) { return isa >= 0 && isa < 4 && g_ops[isa]; }
-/* what a level computes beyond row-major kernels (the x86 AVX-512 levels pack; the ARM levels do not yet) */
+/* what a level computes beyond row-major kernels (the x86 AVX-512 levels pack in every precision; the ARM bf16
+ * level packs bf16 for BF16 precision only, FP32 stays row-major there) */
 static int level_packs(int isa) { return has_isa(isa) && g_ops[isa]->pack_plan && g_ops[isa]->gemm_packed; }
 static int level_bf16(int isa) { return has_isa(isa) && g_ops[isa]->has_bf16; }
 
@@ -281,6 +285,49 @@ static int64_t row_written_past_n(const float *y, const float *y0, int64_t M, in
     return -1;
 }
 
+#if MACT_ARM
+/* BFMMLA / BFDOT arithmetic with FPCR.EBF = 0 (Linux's default; the only mode without FEAT_EBF16), from the Arm
+ * ARM's BFMMLA / BFDOT text and qemu's bfdotadd (target/arm vec_helper.c): per 2 k, t = RO(x0 w0 + x1 w1) and
+ * sum = RO(sum + t), where RO rounds to odd (toward zero, then bit 0 set when inexact), inputs and results
+ * that are denormal are flushed to zero, and FPCR is ignored. The products of two bf16 are exact in fp32. RO
+ * here: the exact sum as double + TwoSum error, truncated toward zero, bit 0 set when inexact (no fenv: fast
+ * under qemu). Overflow (RO gives an infinity) never occurs on the test's inputs. */
+static double g_obs_bfmmla;
+static float ftz(float v) { return fabsf(v) < FLT_MIN ? copysignf(0.f, v) : v; }
+static float ro_add(float a, float b)
+{
+    a = ftz(a), b = ftz(b);
+    const double s = (double)a + (double)b, bb = s - a, err = ((double)a - (s - bb)) + ((double)b - bb);
+    float f = (float)s;
+    const double r = ((double)s - (double)f) + err; /* sign of (exact - f); 0 when f is exact */
+    if (r != 0) {
+        if ((f > 0 && r < 0) || (f < 0 && r > 0)) f = nextafterf(f, 0.f); /* toward zero */
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        u |= 1u;
+        memcpy(&f, &u, 4);
+    }
+    return ftz(f);
+}
+/* y = x W^T (+ bias, epilogue) as the BFMMLA kernel: x, W already bf16-rounded (as floats); each output one
+ * chain over k quads, zero past K, then mact_epi_store */
+static void emu_bfmmla_gemm(float *y, const float *y0, int64_t ldy, const float *xb, int64_t ldx, const float *wb,
+                            const float *b, int64_t M, int64_t N, int64_t K, int epi)
+{
+    memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            float acc = 0.f;
+            for (int64_t k = 0; k < (K + 3) / 4 * 4; k += 2) {
+                const float p0 = k < K ? ftz(xb[m * ldx + k] * wb[n * K + k]) : 0.f;
+                const float p1 = k + 1 < K ? ftz(xb[m * ldx + k + 1] * wb[n * K + k + 1]) : 0.f;
+                acc = ro_add(acc, ro_add(p0, p1));
+            }
+            mact_epi_store(&y[m * ldy + n], acc, b ? b[n] : 0.f, epi);
+        }
+}
+#endif
+
 /* one shape x dtype x epilogue: plain C (row-major, scalar) vs every other path */
 static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, double *obs_bf16)
 {
@@ -333,6 +380,7 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
     memcpy(refb, y0, sizeof(float) * (size_t)(M * ldy));
     mm_raw(refb, ldy, xb, ldx, wb, MACT_F32, b, M, N, K, epi);
 
+    float *refq = NULL;  /* the BFMMLA emulation (ARM), made on first use */
     int ok = 1;
     char why[512] = "";
     for (int isa = MACT_ISA_SCALAR; isa <= max_isa; isa++) {
@@ -359,10 +407,11 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
             }
             continue;
         }
-        /* packed, fp32 precision (BF16 weights as bf16 pairs, F32 as fp32 panels; F16 stays row-major) */
+        /* packed, fp32 precision (x86: BF16 weights as bf16 pairs, F32 as fp32 panels; F16 stays row-major; ARM:
+         * nothing is packed for FP32) */
         set_prec(MACT_PREC_FP32);
         int packed = pack_weight(w, dt, N, K, MACT_PREC_FP32, 0) != NULL;
-        if (packed != (dt != MACT_F16)) { ok = 0; snprintf(why, sizeof why, "fp32 pack presence %d for %s", packed, dtname(dt)); }
+        if (packed != (!MACT_ARM && dt != MACT_F16)) { ok = 0; snprintf(why, sizeof why, "fp32 pack presence %d for %s", packed, dtname(dt)); }
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         e = worst_rel(y, ref, scale, M, N, ldy);
@@ -384,6 +433,18 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
             e = worst_rel(y, refb, scale_b, M, N, ldy);
             if (e > *obs_bf16) *obs_bf16 = e;
             if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s packed bf16 err vs emulation %.3g > 2e-6", isa_name(isa), e); }
+#if MACT_ARM
+            /* BFMMLA's own arithmetic, emulated in its order (up to the shapes qemu emulates in seconds) */
+            if (M * N * K <= (1 << 22)) {
+                if (!refq) {
+                    refq = malloc(sizeof(float) * (size_t)(M * ldy + 1));
+                    emu_bfmmla_gemm(refq, y0, ldy, xb, ldx, wb, b, M, N, K, epi);
+                }
+                e = worst_rel(y, refq, scale_b, M, N, ldy);
+                if (e > g_obs_bfmmla) g_obs_bfmmla = e;
+                if (!(e <= 1e-9)) { ok = 0; snprintf(why, sizeof why, "%s bf16 err vs BFMMLA emulation %.3g > 1e-9", isa_name(isa), e); }
+            }
+#endif
         } else {  /* AVX-512 without the bf16 instructions computes bf16 mode in fp32 */
             e = worst_rel(y, ref, scale, M, N, ldy);
             if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s bf16 mode (fp32 fallback) err %.3g", isa_name(isa), e); }
@@ -406,7 +467,7 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
     TH_CHECK(name, ok, "%s", why);
     set_isa(max_isa);
     free(x); free(w); free(bias); free(y0); free(ref); free(yr); free(y); free(scale); free(scale_b); free(xb);
-    free(wb); free(refb);
+    free(wb); free(refb); free(refq);
 }
 
 /* ---- int8 (INT8 precision): the VNNI kernel and the plain-C int8 kernel against an emulation written here
@@ -602,6 +663,44 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
 
 /* ---- attention ---- */
 static double g_obs_att_bf16, g_obs_att_bf16_vs32;
+
+/* The NaN rules on every level (fp32): a NaN in a key a row sees makes that row NaN; one in a masked key changes
+ * nothing. Two kv heads: head 0 has a NaN at a visible key (every row of it NaN), head 1 one at a masked key
+ * (finite, and within 4e-6 of the reference). */
+static void check_attention_nan(int64_t nq, int64_t nk, int hd)
+{
+    const int nh = 2, nkv = 2;
+    const int64_t ld = (int64_t)nh * hd;
+    float *q = malloc(4 * (size_t)(nq * ld)), *k = malloc(4 * (size_t)(nk * ld)), *v = malloc(4 * (size_t)(nk * ld));
+    float *o_ref = malloc(4 * (size_t)(nq * ld)), *o = malloc(4 * (size_t)(nq * ld));
+    float *scr = malloc(4 * (size_t)(mact_pool_size(g_pool) * mact_attention_scratch(nk)));
+    uint8_t *ok = malloc((size_t)nk);
+    for (int64_t i = 0; i < nq * ld; i++) q[i] = rnorm();
+    for (int64_t i = 0; i < nk * ld; i++) k[i] = rnorm(), v[i] = rnorm();
+    for (int64_t j = 0; j < nk; j++) ok[j] = j != 3;
+    k[5 * ld + 1] = NAN;       /* head 0, visible key 5 */
+    k[3 * ld + hd + 2] = NAN;  /* head 1, masked key 3 */
+    const float scale = 1.f / sqrtf((float)hd);
+    set_isa(MACT_ISA_SCALAR);
+    mact_attention(KC(), o_ref, ld, q, ld, k, v, ld, nq, nk, nh, nkv, hd, scale, NULL, ok, scr);
+    int good = 1;
+    char why[256] = "", name[160];
+    snprintf(name, sizeof name, "attention NaN rules nq%lld nk%lld hd%d: NaN key visible -> NaN row, masked -> finite",
+             (long long)nq, (long long)nk, hd);
+    for (int64_t i = 0; i < nq && good; i++)
+        if (!isnan(o_ref[i * ld]) || isnan(o_ref[i * ld + hd])) good = 0, snprintf(why, sizeof why, "reference row %lld", (long long)i);
+    for (int isa = MACT_ISA_AVX2; isa <= max_isa && good; isa++) {
+        if (!has_isa(isa)) continue;
+        set_isa(isa);
+        mact_attention(KC(), o, ld, q, ld, k, v, ld, nq, nk, nh, nkv, hd, scale, NULL, ok, scr);
+        for (int64_t i = 0; i < nq * ld && good; i++)
+            if (isnan(o[i]) != isnan(o_ref[i]) || (!isnan(o[i]) && !(fabsf(o[i] - o_ref[i]) <= 4e-6f * 4.f)))
+                good = 0, snprintf(why, sizeof why, "%s element %lld: %g, reference %g", isa_name(isa), (long long)i, o[i], o_ref[i]);
+    }
+    set_isa(max_isa);
+    TH_CHECK(name, good, "%s", why);
+    free(q), free(k), free(v), free(o_ref), free(o), free(scr), free(ok);
+}
 static void check_attention(int64_t nq, int64_t nk, int nh, int nkv, int hd, int use_bias, int use_mask, int pad,
                             double *obs)
 {
@@ -1069,6 +1168,12 @@ int main(void)
     }
     printf("INFO matmul observed max err: fp32 paths %.3g (tol 2e-6), bf16 vs emulation %.3g (tol 2e-6)\n", obs_fp32,
            obs_bf16);
+#if MACT_ARM
+    if (level_bf16(max_isa))
+        printf("INFO matmul bf16 (BFMMLA) observed max err vs its emulation %.3g (tol 1e-9: bitwise)\n", g_obs_bfmmla);
+    else
+        printf("INFO matmul bf16: no BFMMLA on this CPU (HWCAP2_BF16): bf16 precision computes as fp32\n");
+#endif
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int dt = (int)(i % 3 == 1 ? MACT_BF16 : i % 3 == 2 ? MACT_F32 : MACT_F16);
         int epi = (int)(i % 3 == 1 ? MACT_EPI_GELU_TANH : i % 3 == 2 ? MACT_EPI_RESIDUAL : MACT_EPI_NONE);
@@ -1092,6 +1197,8 @@ int main(void)
     check_attention(9, 17, 3, 3, 24, 1, 1, 1, &obs_att);       /* both, odd everything */
     check_attention(7, 9, 2, 1, 7, 0, 1, 0, &obs_att);         /* hd not a multiple of 16 */
     check_attention(12, 40, 2, 2, 33, 0, 2, 0, &obs_att);      /* every key masked */
+    check_attention_nan(20, 40, 72);
+    check_attention_nan(9, 13, 7);
     printf("INFO attention observed max err %.3g (tol 4e-6); bf16 precision %.3g vs bf16-input emulation (tol 2.5e-3), "
            "%.3g vs fp32 (informational)\n", obs_att, g_obs_att_bf16, g_obs_att_bf16_vs32);
 

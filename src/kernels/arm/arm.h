@@ -25,17 +25,31 @@ void mact_arm_gelu(float *x, int64_t n);
 void mact_arm_silu_mul(float *y, const float *gate, const float *val, int64_t n);
 void mact_arm_modulate_rows(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
 void mact_arm_gated_add_rows(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
-/* attention (attention.c): the reference loop with NEON inner loops; 0 (declined) when hd < 4 */
+/* attention (attention.c): blocked fp32 (per block of 8 query rows: scores over every key, softmax rows, p v);
+ * 0 (declined: the plain-C loop runs) when hd > 128 or under 8 keys or 64 scores */
 int mact_arm_attention(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld, const float *k,
                        const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads, int n_kv, int hd,
                        float scale, const float *bias, const uint8_t *key_ok, float *scratch);
+/* a score row in place -> softmax numerators, zero past nk up to nkp: returns 1 / sum, 0 (row zeroed) when no key
+ * is visible, NaN (row NaN) when a visible score is NaN (attention.c) */
+float mact_arm_softmax_row(float *s, int64_t nk, int64_t nkp, float scale, const float *brow, const uint8_t *key_ok);
+/* bf16 attention (attention_bf16.c; bf16 CPUs): q k^T and p v as BFDOT products, K / V packed in x86's layout */
+void mact_arm_attention_bf16(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld,
+                             const float *k, const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads,
+                             int n_kv, int hd, float scale, const float *bias, const uint8_t *key_ok, float *scratch,
+                             const uint32_t *kvp);
+void mact_arm_kv_pack_bf16(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv, int hd);
 /* the bench's instruction peaks over threads (timed by mact_peak_best_of_3, kernels/peak.c): fp32 FMLA in
- * GFLOP/s (peak.c), SDOT in GOP/s (gemm_i8.c) */
+ * GFLOP/s (peak.c), SDOT / SMMLA in GOP/s (gemm_i8.c, gemm_i8mm.c) */
 double mact_arm_peak_gflops(int use_bf16, int threads);
 double mact_arm_peak_gops_i8(int threads);
+double mact_arm_peak_gops_i8mm(int threads); /* SMMLA (gemm_i8mm.c) */
 
-/* the ARM packed layout (pack.c): MACT_PACK_I8 panels for INT8 precision, nothing else */
+/* the ARM packed layouts (pack.c): MACT_PACK_I8 panels for INT8 precision (mact_arm_pack_plan: the levels
+ * without bf16 arithmetic), plus MACT_PACK_BF16Q panels for BF16 precision and INT8's vision weights on the
+ * bf16 level (mact_arm_pack_plan_bf16) */
 int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes);
+int mact_arm_pack_plan_bf16(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes);
 mact_packed mact_arm_pack_describe(const void *buf, int dtype, int64_t N, int64_t K, int fmt);
 void mact_arm_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt);
 /* the int8 GEMMs: SDOT (gemm_i8.c; dotprod CPUs) and SMMLA (gemm_i8mm.c; i8mm CPUs) */
@@ -43,7 +57,12 @@ void mact_arm_gemm_i8(const mact_kctx *kc, float *y, int64_t ldy, const float *x
                       const float *bias, int64_t M, int epi);
 void mact_arm_gemm_i8mm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
                         const mact_packed *pk, const float *bias, int64_t M, int epi);
-/* what both share: x quantized once (rows lda bytes apart, q - 128, zero past K), one panel task each */
+/* the bf16 GEMM with BFMMLA on MACT_PACK_BF16Q panels (gemm_bf16.c; bf16 CPUs), and the bf16 level's
+ * instruction peak (BFMMLA when use_bf16, else fp32 FMLA) */
+void mact_arm_gemm_bf16(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
+                        const mact_packed *pk, const float *bias, int64_t M, int epi, int use_bf16);
+double mact_arm_peak_gflops_bf16(int use_bf16, int threads);
+/* what both int8 GEMMs share: x quantized once (rows lda bytes apart, q - 128, zero past K), one panel task each */
 typedef struct {
     float *y;
     int64_t ldy, M, N, Kq, lda;
