@@ -294,6 +294,13 @@ void mact_rope_table(float *cos_t, float *sin_t, int64_t n, int hd, double theta
     }
 }
 
+/* GCC's default -O2 cost model vectorises no loop that needs a run-time alias check or a scalar tail, which this
+ * one needs (hd is a run-time value, x and the tables are separate arrays the compiler cannot prove apart); the
+ * dynamic model vectorises it with SSE/AVX or NEON. Each output is still a*c - b*s with both products rounded
+ * (no contraction in ISO C mode), so every build gives the same bits. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("vect-cost-model=dynamic")))
+#endif
 void mact_rope(float *x, int64_t ld, int64_t n, int n_heads, int hd, const float *cos_t, const float *sin_t)
 {
     int half = hd / 2;
