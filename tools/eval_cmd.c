@@ -557,7 +557,7 @@ int cmd_eval(int argc, char **argv)
     int rc = 0, done = 0;
     struct timespec ts0, ts1;
     clock_gettime(CLOCK_MONOTONIC, &ts0);
-    double frames_run = 0;
+    double frames_run = 0, t_predict = 0;  /* t_predict: seconds inside mact_predict (the inference rate) */
     /* the settings an episode's sums depend on (not the paths: shards may mount the data elsewhere); the norm stats
      * by content, which also tells checkpoints apart in practice */
     char cfg_txt[4096], cfg[17];
@@ -634,7 +634,12 @@ int cmd_eval(int argc, char **argv)
                 mact_predict_input in = {.frames = fr, .n_frames = (size_t)ncam, .task = e->task, .state = sv, .state_dim = (size_t)dsd,
                                          .options = {.norm_tag = tag, .num_steps = steps, .n_action_steps = H, .seed = seed + (uint64_t)t}};
                 mact_predict_output o = {.actions = pred, .actions_cap = 256 * 64};
-                if (mact_predict(s, &in, &o)) { fprintf(stderr, "mact eval: episode %lld frame %lld: %s\n", (long long)e->index, (long long)t, mact_session_error(s)); rc = 1; }
+                struct timespec tp0, tp1;
+                clock_gettime(CLOCK_MONOTONIC, &tp0);
+                int prc = mact_predict(s, &in, &o);
+                clock_gettime(CLOCK_MONOTONIC, &tp1);
+                t_predict += (double)(tp1.tv_sec - tp0.tv_sec) + 1e-9 * (double)(tp1.tv_nsec - tp0.tv_nsec);
+                if (prc) { fprintf(stderr, "mact eval: episode %lld frame %lld: %s\n", (long long)e->index, (long long)t, mact_session_error(s)); rc = 1; }
                 if (!rc && ((int)o.n_steps != H || (int)o.action_dim != D)) { fprintf(stderr, "mact eval: the model returned %zux%zu actions, want %dx%d\n", o.n_steps, o.action_dim, H, D); rc = 1; }
                 evf_item_free(&it);
                 if (rc) break;
@@ -675,7 +680,7 @@ int cmd_eval(int argc, char **argv)
             int left = 0;
             for (int r = q + 1; r < ns_sel; r++) left += r % nshard == shard;
             double fps = el > 0 ? frames_run / el : 0, per_ep = done ? el / done : 0;
-            fprintf(stderr, "\rmact eval: shard %d/%d: %d episodes done, %d left, %.0f frames, %.1f frames/s, ETA %.0f s   ", shard, nshard,
+            fprintf(stderr, "\rmact eval: shard %d/%d: %d episodes done, %d left, %.0f frames, %.3g frames/s, ETA %.0f s   ", shard, nshard,
                     done, left, frames_run, fps, per_ep * left);
             break;
         }
@@ -685,6 +690,14 @@ int cmd_eval(int argc, char **argv)
     evf_stop(fr_src);
     free(act); free(st);
     fprintf(stderr, "\n");
+    if (!rc && frames_run > 0) {  /* the evaluation's rate against the inference's own: what the frame reader costs */
+        clock_gettime(CLOCK_MONOTONIC, &ts1);
+        double el = (double)(ts1.tv_sec - ts0.tv_sec) + 1e-9 * (double)(ts1.tv_nsec - ts0.tv_nsec);
+        if (pm == 0)
+            fprintf(stderr, "mact eval: %.0f frames in %.2f s: %.4g frames/s; inference %.1f ms per frame (%.4g frames/s), %.1f%% of the wall time\n",
+                    frames_run, el, frames_run / el, 1e3 * t_predict / frames_run, frames_run / t_predict, 100 * t_predict / el);
+        else fprintf(stderr, "mact eval: %.0f frames in %.2f s\n", frames_run, el);
+    }
     free(pred); free(sel);
     mact_session_free(s);
     mact_model_free(m);
