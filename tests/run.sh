@@ -18,6 +18,9 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export PYTHON=${PYTHON:-/usr/bin/python3}
 export MACT_BIN="$BUILD/mact"
+# a suite run inside a Slurm array task or a Kubernetes Indexed Job must not shard its own evaluations
+unset SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_COUNT SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_MAX SLURM_ARRAY_TASK_STEP \
+      SLURM_ARRAY_JOB_ID JOB_COMPLETION_INDEX JOB_COMPLETION_COUNT
 
 usage() { echo "usage: tests/run.sh [--fast] [NAME...]   (NAME: a C test program or tests/test_*.sh suite)"; }
 fast=0; names=()
