@@ -548,6 +548,30 @@ int cmd_eval(int argc, char **argv)
     }
     snprintf(p, sizeof p, "%s/episodes", out);
     if (make_dirs(out) || (mkdir(p, 0777) && errno != EEXIST)) { fprintf(stderr, "mact eval: cannot create %s\n", p); free(sel); mact_ld_close(d); return 1; }
+    /* the settings an episode's sums depend on (not the paths: shards may mount the data elsewhere); the norm stats
+     * by content, which also tells checkpoints apart in practice */
+    char cfg_txt[4096], cfg[17];
+    int cl = snprintf(cfg_txt, sizeof cfg_txt, "policy=%s tag=%s seed=%llu steps=%d H=%d thr=%.17g tol=%.17g so101=%d akey=%s skey=%s ns=%016llx cams=",
+                      policy, tg->name, (unsigned long long)seed, steps, H, thr, tol, so101_tf, akey, skey, (unsigned long long)ns_hash);
+    for (int c = 0; c < ncam && cl > 0 && cl < (int)sizeof cfg_txt; c++) cl += snprintf(cfg_txt + cl, sizeof cfg_txt - (size_t)cl, "%s,", cams[c]);
+    snprintf(cfg, sizeof cfg, "%016llx", (unsigned long long)mact_fnv1a(MACT_FNV_BASIS, cfg_txt, strlen(cfg_txt)));
+    /* refuse up front (before loading the model) when OUT already holds episodes of other settings: nothing new
+     * is written into it then */
+    {
+        ep_sums *old_eps = NULL;
+        int n_old = 0;
+        char *od[1] = {(char *)out};
+        if (load_eps(od, 1, &old_eps, &n_old)) { free(sel); mact_ld_close(d); return 1; }
+        for (int i = 0; i < n_old; i++)
+            if (strcmp(old_eps[i].config, cfg)) {
+                fprintf(stderr, "mact eval: %s/episodes/ep_%06lld.json was computed with other settings (config %s, now %s): policy, seed, "
+                        "steps, horizon, thresholds, cameras, keys or norm stats differ; use a fresh --out\n", out,
+                        (long long)old_eps[i].ep, old_eps[i].config[0] ? old_eps[i].config : "none", cfg);
+                free(old_eps); free(sel); mact_ld_close(d);
+                return 1;
+            }
+        free(old_eps);
+    }
     mact_model *m = NULL;
     mact_session *s = NULL;
     if (pm == 0 && (mact_model_load(model, NULL, &m, err, sizeof err) || mact_session_new(m, NULL, &s, err, sizeof err))) {
@@ -558,29 +582,6 @@ int cmd_eval(int argc, char **argv)
     struct timespec ts0, ts1;
     clock_gettime(CLOCK_MONOTONIC, &ts0);
     double frames_run = 0, t_predict = 0;  /* t_predict: seconds inside mact_predict (the inference rate) */
-    /* the settings an episode's sums depend on (not the paths: shards may mount the data elsewhere); the norm stats
-     * by content, which also tells checkpoints apart in practice */
-    char cfg_txt[4096], cfg[17];
-    int cl = snprintf(cfg_txt, sizeof cfg_txt, "policy=%s tag=%s seed=%llu steps=%d H=%d thr=%.17g tol=%.17g so101=%d akey=%s skey=%s ns=%016llx cams=",
-                      policy, tg->name, (unsigned long long)seed, steps, H, thr, tol, so101_tf, akey, skey, (unsigned long long)ns_hash);
-    for (int c = 0; c < ncam && cl > 0 && cl < (int)sizeof cfg_txt; c++) cl += snprintf(cfg_txt + cl, sizeof cfg_txt - (size_t)cl, "%s,", cams[c]);
-    snprintf(cfg, sizeof cfg, "%016llx", (unsigned long long)mact_fnv1a(MACT_FNV_BASIS, cfg_txt, strlen(cfg_txt)));
-    /* refuse up front when OUT already holds episodes of other settings: nothing new is written into it then */
-    {
-        ep_sums *old_eps = NULL;
-        int n_old = 0;
-        char *od[1] = {(char *)out};
-        if (load_eps(od, 1, &old_eps, &n_old)) { free(sel); mact_session_free(s); mact_model_free(m); mact_ld_close(d); free(pred); return 1; }
-        for (int i = 0; i < n_old; i++)
-            if (strcmp(old_eps[i].config, cfg)) {
-                fprintf(stderr, "mact eval: %s/episodes/ep_%06lld.json was computed with other settings (config %s, now %s): policy, seed, "
-                        "steps, horizon, thresholds, cameras, keys or norm stats differ; use a fresh --out\n", out,
-                        (long long)old_eps[i].ep, old_eps[i].config[0] ? old_eps[i].config : "none", cfg);
-                free(old_eps); free(sel); mact_session_free(s); mact_model_free(m); mact_ld_close(d); free(pred);
-                return 1;
-            }
-        free(old_eps);
-    }
     evf_options fo = {.d = d, .dsdir = dsdir, .akey = akey, .skey = skey, .cams = cams, .ncam = ncam, .decode = pm == 0,
                       .sel = sel, .n_sel = ns_sel, .shard = shard, .nshard = nshard, .H = H, .static_threshold = thr, .episode_dir = p,
                       .tolerance_s = tol};
