@@ -549,10 +549,20 @@ int cmd_eval(int argc, char **argv)
     snprintf(p, sizeof p, "%s/episodes", out);
     if (make_dirs(out) || (mkdir(p, 0777) && errno != EEXIST)) { fprintf(stderr, "mact eval: cannot create %s\n", p); free(sel); mact_ld_close(d); return 1; }
     /* the settings an episode's sums depend on (not the paths: shards may mount the data elsewhere); the norm stats
-     * by content, which also tells checkpoints apart in practice */
+     * and the model's config.json by content. Two checkpoints of one architecture sharing their norm stats are not
+     * told apart (their weights are not hashed): docs/cluster.md says to use a fresh --out per checkpoint */
     char cfg_txt[4096], cfg[17];
-    int cl = snprintf(cfg_txt, sizeof cfg_txt, "policy=%s tag=%s seed=%llu steps=%d H=%d thr=%.17g tol=%.17g so101=%d akey=%s skey=%s ns=%016llx cams=",
-                      policy, tg->name, (unsigned long long)seed, steps, H, thr, tol, so101_tf, akey, skey, (unsigned long long)ns_hash);
+    uint64_t model_hash = 0;  /* the model policy: its config.json too (a pruned student keeps the teacher's norm stats) */
+    if (pm == 0) {
+        char cp[4200];
+        snprintf(cp, sizeof cp, "%s/config.json", model);
+        char *ct = slurp(cp);
+        if (ct) model_hash = mact_fnv1a(MACT_FNV_BASIS, ct, strlen(ct));
+        free(ct);
+    }
+    int cl = snprintf(cfg_txt, sizeof cfg_txt, "policy=%s tag=%s seed=%llu steps=%d H=%d thr=%.17g tol=%.17g so101=%d akey=%s skey=%s ns=%016llx model=%016llx cams=",
+                      policy, tg->name, (unsigned long long)seed, steps, H, thr, tol, so101_tf, akey, skey, (unsigned long long)ns_hash,
+                      (unsigned long long)model_hash);
     for (int c = 0; c < ncam && cl > 0 && cl < (int)sizeof cfg_txt; c++) cl += snprintf(cfg_txt + cl, sizeof cfg_txt - (size_t)cl, "%s,", cams[c]);
     snprintf(cfg, sizeof cfg, "%016llx", (unsigned long long)mact_fnv1a(MACT_FNV_BASIS, cfg_txt, strlen(cfg_txt)));
     /* refuse up front (before loading the model) when OUT already holds episodes of other settings: nothing new
