@@ -186,10 +186,13 @@ $VT at "$base/$FRONT/episode_000000.mp4" 99 >"$T/b6.txt" 2>&1; rc=$?
 $VT at "$base/$FRONT/episode_000000.mp4" 0.0166667 >"$T/b7.txt" 2>&1; rc=$?
 [ $rc = 1 ] && grep -qE "no frame within 0.0001 s of t=0.016667 s \(nearest frame at 0.0[0-9]+ s, pts [0-9]+\)" "$T/b7.txt" &&
     pass "vid_bad_between_frames ($(sed "s|$T/||g" "$T/b7.txt"))" || fail vid_bad_between_frames "rc $rc" "$T/b7.txt"
-# v3.0: a file holding other episodes than its from/to timestamps say
+# v3.0: a file holding other episodes than its from/to timestamps say. Fixed lengths, so the swap always breaks
+# the ranges: the front camera's file-000 holds episodes 0 and 1 (40 frames), file-001 episode 2 (20 frames)
 v3=""; for n in h264_v30 av1_v30 hevc_v30 mpeg4_v30; do [ -d "$T/$n" ] && { v3="$T/$n"; break; }; done
-if [ -n "$v3" ]; then
-    cp -r "$v3" "$T/b8"; cp "$v3/videos/observation.images.front/chunk-000/file-002.mp4" "$T/b8/videos/observation.images.front/chunk-000/file-000.mp4"
+if [ -n "$v3" ] && ! $MACT synth-dataset "$T/b8" --version v3.0 --video "${n%_v30}" --episodes 3 --len 20:20 --seed $SEED >"$T/b8.gen" 2>&1; then
+    fail vid_bad_v30_range "mact synth-dataset failed" "$T/b8.gen"
+elif [ -n "$v3" ]; then
+    cp "$T/b8/videos/observation.images.front/chunk-000/file-001.mp4" "$T/b8/videos/observation.images.front/chunk-000/file-000.mp4"
     $MACT dataset info "$T/b8" >"$T/b8.txt" 2>&1; rc=$?
     [ $rc = 3 ] && grep -qE "episode [01] camera observation.images.front: [0-9]+ frames in \[[0-9.]+, [0-9.]+\) s of .*file-000.mp4, length [0-9]+" "$T/b8.txt" &&
         pass vid_bad_v30_range || fail vid_bad_v30_range "rc $rc" "$T/b8.txt"
