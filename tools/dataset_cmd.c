@@ -9,6 +9,7 @@
 #include "io/lerobot.h"
 #include "io/parquet.h"
 #include "io/video.h"
+#include "ds_video.h"
 #include "dev/lerobot_synth.h"
 #include "dev/video_write.h"
 
@@ -210,7 +211,7 @@ static int frame_cmd(int argc, char **argv)
         fprintf(stderr, "usage: mact dataset frame DIR --episode E --index T --camera KEY --out F.png [--print-number] [--threads N]\n");
         return 2;
     }
-    char err[4096], path[4096];
+    char err[4096];
     mact_ld *d;
     if (mact_ld_open(dir, &d, err, sizeof err)) { fprintf(stderr, "mact dataset frame: %s\n", err); return 1; }
     int i, rc = 1;
@@ -237,26 +238,18 @@ static int frame_cmd(int argc, char **argv)
         if (print_number) printf("index %d\n", img.data[0] | img.data[1] << 8);
     } else {
         double from;
-        int r = mact_ld_episode_video(d, i, cam, path, sizeof path, &from);
-        if (r) {
-            fprintf(stderr, "mact dataset frame: episode %lld camera %s: %s\n", ep, cam,
-                    r == MACT_ERR_INPUT ? "no such video" : "no video path (info.json video_path, or the v3.0 videos/KEY/... columns)");
-            goto done;
-        }
-        /* LeRobot's query time: the parquet's timestamp (float32 t/fps); T/fps without the column */
-        int dim;
-        double tt = (double)t / mact_ld_fps(d);
-        if (mact_ld_find_feature(d, "timestamp") && !mact_ld_read(d, i, "timestamp", &ts, &rows, &dim, err, sizeof err) && t < rows) tt = ts[t];
-        mact_video *v;
-        if (mact_video_open(path, threads, &v, err, sizeof err)) {
+        ds_video dv = {.threads = threads};
+        if (ds_video_episode(d, i, cam, &dv, &from, err, sizeof err) || ds_timestamps(d, i, e->length, &ts, err, sizeof err)) {
             fprintf(stderr, "mact dataset frame: episode %lld camera %s frame %lld: %s\n", ep, cam, t, err);
+            ds_video_close(&dv);
             goto done;
         }
-        r = mact_video_frame_at(v, from + tt, 1e-4, &img, err, sizeof err);
+        const double tt = ds_query_time(d, from, ts, t);
+        int r = mact_video_frame_at(dv.v, tt, 1e-4, &img, err, sizeof err);
         if (r) fprintf(stderr, "mact dataset frame: episode %lld camera %s frame %lld: %s\n", ep, cam, t, err);
         else printf("episode %lld camera %s frame %lld: %lldx%lld %s, t=%.6f s in %s\n", ep, cam, t, (long long)img.width,
-                    (long long)img.height, mact_video_info(v)->codec, from + tt, path);
-        mact_video_close(v);
+                    (long long)img.height, mact_video_info(dv.v)->codec, tt, dv.path);
+        ds_video_close(&dv);
         if (r) goto done;
         uint32_t num;
         if (print_number) {

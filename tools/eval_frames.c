@@ -3,7 +3,7 @@
  * of one decode, small enough that the images waiting in it stay a few megabytes at full camera size. */
 #include "eval_frames.h"
 #include <math.h>
-#include "io/video.h"
+#include "ds_video.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +15,7 @@
 struct evf {
     evf_options o;
     int is_video[EVF_MAX_CAMS];
-    mact_video *v[EVF_MAX_CAMS];       /* the camera's open video, kept while episodes share the file (v3.0) */
-    char vpath[EVF_MAX_CAMS][4096];
+    ds_video v[EVF_MAX_CAMS];          /* the camera's open video, kept while episodes share the file (v3.0) */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t can_pop, can_push;
@@ -103,25 +102,9 @@ static void *run(void *arg)
                 if (mact_ld_read_images(o->d, o->sel[q], o->cams[c], &ib[c], &io[c], &nr, err, sizeof err)) bad = 1;
                 continue;
             }
-            char path[4096];
-            int r = mact_ld_episode_video(o->d, o->sel[q], o->cams[c], path, sizeof path, &from[c]);
-            if (r) {
-                snprintf(err, sizeof err, "%s: episode %lld camera %s: %s", o->dsdir, (long long)e->index, o->cams[c],
-                         r == MACT_ERR_INPUT ? "no such video" : "no video path (info.json video_path, or the v3.0 videos/KEY/... columns)");
+            if (ds_video_episode(o->d, o->sel[q], o->cams[c], &f->v[c], &from[c], err, sizeof err) ||
+                (!ts && ds_timestamps(o->d, o->sel[q], n, &ts, err, sizeof err)))
                 bad = 1;
-            } else if (!f->v[c] || strcmp(path, f->vpath[c])) {
-                mact_video_close(f->v[c]);
-                f->v[c] = NULL;
-                snprintf(f->vpath[c], sizeof f->vpath[c], "%s", path);
-                if (mact_video_open(path, 1, &f->v[c], err, sizeof err)) bad = 1;
-            }
-            /* LeRobot's query time: from_timestamp + the parquet's timestamp (T/fps without the column) */
-            if (!bad && !ts && mact_ld_find_feature(o->d, "timestamp")) {
-                int64_t rows;
-                int dim;
-                if (mact_ld_read(o->d, o->sel[q], "timestamp", &ts, &rows, &dim, err, sizeof err)) bad = 1;
-                else if (rows != n || dim != 1) { snprintf(err, sizeof err, "%s: episode %lld: timestamp has %lld x %d values for %lld frames", o->dsdir, (long long)e->index, (long long)rows, dim, (long long)n); bad = 1; }
-            }
         }
         if (bad) {
             for (int c = 0; c < EVF_MAX_CAMS; c++) { free(ib[c]); free(io[c]); }
@@ -140,7 +123,7 @@ static void *run(void *arg)
             it.t = t;
             it.excluded = evf_static(act, t, o->H, da, o->static_threshold);
             for (int c = 0; o->decode && !it.excluded && c < o->ncam; c++)
-                if (f->is_video[c] ? mact_video_frame_at(f->v[c], from[c] + (ts ? ts[t] : (double)t / mact_ld_fps(o->d)), o->tolerance_s, &it.im[c], err, sizeof err)
+                if (f->is_video[c] ? mact_video_frame_at(f->v[c].v, ds_query_time(o->d, from[c], ts, t), o->tolerance_s, &it.im[c], err, sizeof err)
                                    : mact_image_load_memory(ib[c] + io[c][t], (size_t)(io[c][t + 1] - io[c][t]), &it.im[c], err, sizeof err)) {
                     snprintf(msg, sizeof msg, "%s: episode %lld frame %lld camera %s: %s", o->dsdir, (long long)e->index,
                              (long long)t, o->cams[c], err);
@@ -229,7 +212,7 @@ void evf_stop(evf *f)
         f->head = (f->head + 1) % QN;
         f->count--;
     }
-    for (int c = 0; c < EVF_MAX_CAMS; c++) mact_video_close(f->v[c]);
+    for (int c = 0; c < EVF_MAX_CAMS; c++) ds_video_close(&f->v[c]);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->can_pop);
     pthread_cond_destroy(&f->can_push);

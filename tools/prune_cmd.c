@@ -17,7 +17,7 @@
 #include "model/session.h"
 #include "stages/vision_probe.h"
 #include "io/lerobot.h"
-#include "io/video.h"
+#include "ds_video.h"
 
 #define MAX_IMAGES 4096
 
@@ -125,34 +125,6 @@ static void free_frames(ds_frame *f, int n)
     free(f);
 }
 
-/* Frames t of episode e's video camera key, decoded at LeRobot's query time from_timestamp + timestamp[t]
- * (t / fps without the column) into f->img; *v and vpath keep the open video across calls. */
-static int video_frame(mact_ld *d, int e, const char *key, int64_t t, mact_video **v, char *vpath, size_t vn,
-                       ds_frame *f, char *err, size_t el)
-{
-    char path[4096];
-    double from, tt = (double)t / mact_ld_fps(d);
-    if (mact_ld_episode_video(d, e, key, path, sizeof path, &from)) {
-        snprintf(err, el, "episode %d camera %s: no video path (info.json video_path, or the v3.0 videos/KEY/... columns)", e, key);
-        return -1;
-    }
-    if (!*v || strcmp(path, vpath)) {
-        mact_video_close(*v);
-        *v = NULL;
-        snprintf(vpath, vn, "%s", path);
-        if (mact_video_open(path, 1, v, err, el)) return -1;
-    }
-    if (mact_ld_find_feature(d, "timestamp")) {
-        double *ts = NULL;
-        int64_t rows;
-        int dim;
-        if (mact_ld_read(d, e, "timestamp", &ts, &rows, &dim, err, el)) return -1;
-        if (t < rows) tt = ts[t];
-        free(ts);
-    }
-    return mact_video_frame_at(*v, from + tt, 1e-4, &f->img, err, el) ? -1 : 0;
-}
-
 /* n frames spread evenly over a LeRobot dataset's episodes and image cameras (frame numbers i * total / n of the
  * concatenation, each camera's frames in turn): 0 with *out / *count, or -1 with err set */
 static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, char *err, size_t el)
@@ -167,8 +139,7 @@ static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, c
         const mact_ld_feature *ft = mact_ld_feature_at(d, f);
         if (!strcmp(ft->dtype, "image") || !strcmp(ft->dtype, "video")) keys[nk++] = ft->key;
     }
-    mact_video *v = NULL;
-    char vpath[4096] = "";
+    ds_video v = {0};
     int64_t total = 0;
     for (int e = 0; e < mact_ld_num_episodes(d); e++) total += mact_ld_episode_at(d, e)->length * nk;
     if (!nk || total < 1) {
@@ -191,13 +162,16 @@ static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, c
             if (next >= base + len) { base += len; continue; }
             uint8_t *bytes = NULL;
             int64_t *off = NULL, rows = len;
+            double from = 0, *ts = NULL;
             const int video = !strcmp(mact_ld_find_feature(d, keys[k])->dtype, "video");
-            if (!video && mact_ld_read_images(d, e, keys[k], &bytes, &off, &rows, err, el)) rc = -1;
+            if (video ? ds_video_episode(d, e, keys[k], &v, &from, err, el) || ds_timestamps(d, e, len, &ts, err, el)
+                      : mact_ld_read_images(d, e, keys[k], &bytes, &off, &rows, err, el))
+                rc = -1;
             while (!rc && used < n && next < base + rows) {
                 const int64_t t = next - base;
                 ds_frame *f = &fr[used];
                 if (video) {
-                    if (video_frame(d, e, keys[k], t, &v, vpath, sizeof vpath, f, err, el)) { rc = -1; break; }
+                    if (mact_video_frame_at(v.v, ds_query_time(d, from, ts, t), 1e-4, &f->img, err, el)) { rc = -1; break; }
                 } else {
                     const int64_t sz = off[t + 1] - off[t];
                     f->bytes = malloc((size_t)sz + 1);
@@ -211,9 +185,10 @@ static int dataset_frames(const char *dir, long n, ds_frame **out, int *count, c
             }
             free(bytes);
             free(off);
+            free(ts);
             base += len;
         }
-    mact_video_close(v);
+    ds_video_close(&v);
     mact_ld_close(d);
     if (rc) {
         free_frames(fr, used);
