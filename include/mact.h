@@ -58,9 +58,9 @@
 
 /* The version of this header; mact_version() gives the library's (they differ when the two do not match). */
 #define MACT_VERSION_MAJOR 0
-#define MACT_VERSION_MINOR 2
+#define MACT_VERSION_MINOR 3
 #define MACT_VERSION_PATCH 0
-#define MACT_VERSION_STRING "0.2.0"
+#define MACT_VERSION_STRING "0.3.0"
 
 /* Defaults of mact_session_options (0 in a field selects them). */
 #define MACT_DEFAULT_MAX_IMAGES 4
@@ -253,6 +253,54 @@ typedef struct {
     uint64_t seed;            /* used when noise is NULL; 0 is a seed like any other */
 } mact_predict_options;
 
+/* Real-time chunking (RTC; Black, Galliker, Levine 2025, as LeRobot's RTCProcessor runs it for MolmoAct2): the
+ * flow loop is guided toward the rows of the previous chunk the robot has not executed yet, so the new chunk
+ * continues the one being executed instead of jumping where they join. With Y those rows (normalised, zero past
+ * them) and W the prefix weights below, at flow step k of S (t = k/S, time = 1 - t) every step's velocity v becomes
+ *   v + g * corr,  corr = (d x1 / d x)^T (W * (Y - x1)),  x1 = x + time * v,
+ *   g = min(max_guidance_weight, ((1-t)/t) * ((1-t)^2 + t^2) / (1-t)^2)   (max_guidance_weight at t = 0).
+ * Prefix weights over the horizon's rows, with d = inference_delay and e = min(execution_horizon, n_prev), d
+ * clamped to e: */
+typedef enum {
+    MACT_RTC_LINEAR = 0,  /* 1 before d, then linspace(1, 0, e - d + 2)[1:-1], then 0 (LeRobot's default) */
+    MACT_RTC_ZEROS,       /* 1 before d, then 0 */
+    MACT_RTC_ONES,        /* 1 before e, then 0 */
+    MACT_RTC_EXP,         /* LINEAR with each ramp weight w as w * expm1(w) / (e - 1) */
+} mact_rtc_schedule;
+
+typedef enum {
+    MACT_RTC_IDENTITY = 0, /* corr = W * (Y - x1): the Jacobian taken as the identity (LeRobot's guidance) */
+    MACT_RTC_VJP,          /* the paper's vector-Jacobian product: one reverse pass through the action expert per
+                            * flow step (about the cost of a second velocity evaluation; docs/benchmarks.md) */
+} mact_rtc_guidance;
+
+#define MACT_RTC_DEFAULT_EXECUTION_HORIZON 10
+#define MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT 10.0f
+
+/* RTC inputs. All zero (prev_actions NULL, n_prev 0): off, the plain flow loop, bit for bit. */
+typedef struct {
+    /* [n_prev, action_dim] row-major: the previous chunk's rows the robot has not executed yet, first the next
+     * one it executes, in robot units exactly as mact_predict returned them; mact normalises them with the norm
+     * tag (the inverse of its own unnormalisation). Finite values only. */
+    const float *prev_actions;
+    size_t n_prev;            /* rows of prev_actions, 1..horizon; 0: RTC off */
+    size_t prev_dim;          /* floats per row of prev_actions: must equal the norm tag's action dim */
+    int inference_delay;      /* d: rows the robot executes while this inference runs, 0..n_prev (and < horizon);
+                               * the new chunk's rows [0, d) are then already in the past: the caller starts at row d */
+    int execution_horizon;    /* rows guided; 0: MACT_RTC_DEFAULT_EXECUTION_HORIZON; capped at n_prev (the guided
+                               * prefix never extends past the rows given: zero is the dataset's mean) */
+    mact_rtc_schedule schedule;    /* LINEAR (0) */
+    float max_guidance_weight;     /* cap of g; 0: MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT; must be finite, >= 0 */
+    mact_rtc_guidance guidance;    /* IDENTITY (0) */
+} mact_rtc_options;
+
+/* "linear", "zeros", "ones", "exp" -> *out; "identity", "vjp" -> *out; MACT_ERR_INPUT for anything else. */
+MACT_API mact_status mact_rtc_schedule_parse(const char *name, mact_rtc_schedule *out);
+MACT_API mact_status mact_rtc_guidance_parse(const char *name, mact_rtc_guidance *out);
+/* The prefix weights mact uses for these options over h rows (n_prev rows given) -> w [h]. MACT_ERR_INPUT on
+ * options the flow loop would refuse. For tests, plots and clients that want to show what is guided. */
+MACT_API mact_status mact_rtc_prefix_weights(const mact_rtc_options *rtc, int h, float *w);
+
 typedef struct {
     const mact_frame *frames; /* [n_frames], in the checkpoint's camera order */
     size_t n_frames;          /* 1..the session's max_images */
@@ -260,6 +308,7 @@ typedef struct {
     const float *state;       /* [state_dim], raw robot units */
     size_t state_dim;         /* must equal the norm tag's state dim */
     mact_predict_options options; /* all zero: the defaults */
+    mact_rtc_options rtc;     /* all zero: off (every chunk from fresh noise alone) */
 } mact_predict_input;
 
 typedef struct {
@@ -288,7 +337,8 @@ typedef struct {
 } mact_tensor_view;
 
 /* After mact_predict: an intermediate tensor for dumps ("pixel_values", "image_embeds", "keys", "values",
- * "noise", "actions_norm", "input_ids" as float). Valid until the next call on s. MACT_ERR_INPUT for an
+ * "noise", "actions_norm", "input_ids" as float; "prev_actions_norm" [n_prev, action_dim] when the call had RTC rows).
+ * Valid until the next call on s. MACT_ERR_INPUT for an
  * unknown name or before the first successful mact_predict. */
 MACT_API mact_status mact_session_tensor(const mact_session *s, const char *name, mact_tensor_view *view);
 

@@ -44,6 +44,14 @@ MACT_API mact_status mact_action_step(mact_session *s, float *traj, int h, float
 MACT_API mact_status mact_action_generate(mact_session *s, float *traj, int h, int action_dim, int num_steps,
                                           const float *keys, const float *values, const uint8_t *enc_mask, int n);
 
+/* mact_action_generate with real-time chunking (mact.h, mact_rtc_options): rtc->prev_actions are the previous
+ * chunk's unexecuted rows already normalised, [n_prev, action_dim] (prev_dim = action_dim; the parity boundary
+ * action_rtc); rtc NULL
+ * or off: mact_action_generate, bit for bit. */
+MACT_API mact_status mact_action_generate_rtc(mact_session *s, float *traj, int h, int action_dim, int num_steps,
+                                              const float *keys, const float *values, const uint8_t *enc_mask, int n,
+                                              const mact_rtc_options *rtc);
+
 /* The whole path from preprocessed inputs: pixel_values [n_img, n_patches, patch_dim] and prompt ids [n]
  * (with n_img * K image patch tokens) -> traj [h, A], noise in, normalised actions out. */
 MACT_API mact_status mact_generate_from_ids(mact_session *s, const float *pixel_values, int n_img,

@@ -405,7 +405,7 @@ int cmd_bench(int argc, char **argv)
         double cc = now_s();
         memcpy(traj, noise, sizeof(float) * (size_t)(H * A));
         mact_encoder_mask_run(s, ids, N, enc);
-        mact_action_generate_run(s, traj, H, action_dim, steps, keys, values, enc, N);
+        mact_action_generate_run(s, traj, H, action_dim, steps, keys, values, enc, N, NULL);
         double d = now_s();
         tv[it] = b - a;
         tl[it] = cc - b;

@@ -76,6 +76,8 @@ typedef struct {
     mact_precision precision;
     const char *pack_cache;
     uint64_t seed;
+    const char *prev_actions;        /* --prev-actions F.npy: RTC's previous rows, robot units */
+    mact_rtc_options rtc;
 } run_args;
 
 static int predict_and_print(const run_args *a, const mact_frame *frames)
@@ -83,7 +85,7 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     char err[1024];
     mact_model *m = NULL;
     mact_session *s = NULL;
-    float state[64], *noise = NULL, *actions = NULL;
+    float state[64], *noise = NULL, *actions = NULL, *prev = NULL;
     int ns = 0, rc = 1;
     char bad[64] = "";
     int pf = parse_floats(a->state, state, 64, &ns, bad, sizeof bad);
@@ -117,6 +119,27 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
         po->noise = noise;
         po->noise_len = cnt;
     }
+    in.rtc = a->rtc;
+    if (a->prev_actions) {
+        mact_array pa = {0};
+        size_t cnt;
+        if (mact_npy_read(a->prev_actions, &pa, err, sizeof err) ||
+            mact_array_to_f32(&pa, &prev, &cnt, err, sizeof err)) {
+            fprintf(stderr, "mact: --prev-actions: %s\n", err);
+            mact_array_free(&pa);
+            goto out;
+        }
+        int two_d = pa.ndim == 2 || (pa.ndim == 3 && pa.shape[0] == 1);
+        in.rtc.n_prev = two_d ? (size_t)pa.shape[pa.ndim - 2] : 0;
+        in.rtc.prev_dim = two_d ? (size_t)pa.shape[pa.ndim - 1] : 0;
+        mact_array_free(&pa);
+        if (!two_d || !cnt) {
+            fprintf(stderr, "mact: --prev-actions: %s: expected a float32 [n, action_dim] array of n >= 1 rows\n",
+                    a->prev_actions);
+            goto out;
+        }
+        in.rtc.prev_actions = prev;
+    }
     size_t cap = (size_t)mi.max_action_horizon * mi.max_action_dim;
     actions = malloc(cap * sizeof(float));
     mact_predict_output result = {.actions = actions, .actions_cap = cap};
@@ -132,7 +155,8 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
             fprintf(stderr, "mact: --dump: cannot create %s: %s\n", a->dump, strerror(errno));
             goto out;
         }
-        const char *names[] = {"pixel_values", "input_ids", "image_embeds", "keys", "values", "noise", "actions_norm"};
+        const char *names[] = {"pixel_values", "input_ids", "image_embeds", "keys", "values", "noise", "actions_norm",
+                               "prev_actions_norm"};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (dump_tensor(s, a->dump, names[i], err, sizeof err)) { fprintf(stderr, "mact: --dump: %s\n", err); goto out; }
         mact_array o = {0};
@@ -171,6 +195,7 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     rc = 0;
 out:
     free(noise);
+    free(prev);
     free(actions);
     mact_session_free(s);
     mact_model_free(m);
@@ -204,6 +229,20 @@ int cmd_run(int argc, char **argv)
         }
         else if (!strcmp(k, "--n-action-steps")) { if (mact_parse_int_arg("mact run: --n-action-steps", v, 1, 1024, &a.n_action_steps, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(k, "--pack-cache")) a.pack_cache = v;
+        else if (!strcmp(k, "--prev-actions")) a.prev_actions = v;
+        else if (!strcmp(k, "--inference-delay")) { if (mact_parse_int_arg("mact run: --inference-delay", v, 0, 4096, &a.rtc.inference_delay, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(k, "--execution-horizon")) { if (mact_parse_int_arg("mact run: --execution-horizon", v, 1, 4096, &a.rtc.execution_horizon, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(k, "--rtc-schedule")) {
+            if (mact_rtc_schedule_parse(v, &a.rtc.schedule)) { fprintf(stderr, "mact run: --rtc-schedule is zeros, ones, linear or exp\n"); return 2; }
+        }
+        else if (!strcmp(k, "--rtc-guidance")) {
+            if (mact_rtc_guidance_parse(v, &a.rtc.guidance)) { fprintf(stderr, "mact run: --rtc-guidance is identity or vjp\n"); return 2; }
+        }
+        else if (!strcmp(k, "--max-guidance-weight")) {
+            double w;
+            if (mact_parse_f64(v, 0, 1e30, &w) || w <= 0) { fprintf(stderr, "mact run: --max-guidance-weight must be a number > 0\n"); return 2; }
+            a.rtc.max_guidance_weight = (float)w;
+        }
         else if (!strcmp(k, "--precision")) {
             if (mact_precision_parse(v, &a.precision) || a.precision == MACT_PRECISION_DEFAULT) {
                 fprintf(stderr, "mact run: --precision is fp32, bf16 or int8\n");
@@ -220,10 +259,18 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
                         "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
                         "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32|int8 (default bf16)]\n"
-                        "       [--pack-cache DIR (cache of the repacked weights; default $MACT_PACK_CACHE)]\n");
+                        "       [--pack-cache DIR (cache of the repacked weights; default $MACT_PACK_CACHE)]\n"
+                        "       real-time chunking: [--prev-actions F.npy (float32 [n, action_dim], robot units)\n"
+                        "       --inference-delay D --execution-horizon E --rtc-schedule zeros|ones|linear|exp\n"
+                        "       --max-guidance-weight B --rtc-guidance identity|vjp]\n");
         return 2;
     }
     if (a.steps < 0) { fprintf(stderr, "mact run: --steps must be >= 1\n"); return 2; }
+    if (!a.prev_actions && (a.rtc.inference_delay || a.rtc.execution_horizon || a.rtc.schedule || a.rtc.guidance ||
+                            a.rtc.max_guidance_weight != 0.f)) {
+        fprintf(stderr, "mact run: the real-time chunking options need --prev-actions\n");
+        return 2;
+    }
     mact_image imgs[MAX_CAMS] = {0};
     mact_frame fr[MAX_CAMS];
     char err[1024];

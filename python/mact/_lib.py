@@ -12,7 +12,7 @@ import threading
 from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_uint64, c_void_p)
 
 # The header version this binding mirrors; the library must have the same major.minor.
-HEADER_VERSION = (0, 2, 0)
+HEADER_VERSION = (0, 3, 0)
 
 OK, ERR_IO, ERR_FORMAT, ERR_MODEL, ERR_INPUT, ERR_NOMEM, ERR_UNSUPPORTED = 0, -1, -2, -3, -4, -5, -6
 
@@ -53,9 +53,15 @@ class PredictOptions(Structure):
                 ("noise_len", c_size_t), ("seed", c_uint64)]
 
 
+class RtcOptions(Structure):
+    _fields_ = [("prev_actions", c_void_p), ("n_prev", c_size_t), ("prev_dim", c_size_t), ("inference_delay", c_int),
+                ("execution_horizon", c_int), ("schedule", c_int), ("max_guidance_weight", c_float),
+                ("guidance", c_int)]
+
+
 class PredictInput(Structure):
     _fields_ = [("frames", POINTER(Frame)), ("n_frames", c_size_t), ("task", c_char_p), ("state", c_void_p),
-                ("state_dim", c_size_t), ("options", PredictOptions)]
+                ("state_dim", c_size_t), ("options", PredictOptions), ("rtc", RtcOptions)]
 
 
 class Timings(Structure):
@@ -74,6 +80,7 @@ class TensorView(Structure):
 
 STRUCTS = {"mact_load_options": LoadOptions, "mact_model_info": ModelInfo, "mact_norm_tag_info": NormTagInfo, "mact_session_options": SessionOptions,
            "mact_frame": Frame, "mact_predict_options": PredictOptions, "mact_predict_input": PredictInput,
+           "mact_rtc_options": RtcOptions,
            "mact_timings": Timings, "mact_predict_output": PredictOutput, "mact_tensor_view": TensorView}
 
 _P = c_void_p          # an opaque handle or an array's data pointer
@@ -110,6 +117,10 @@ PROTOTYPES = {
     "mact_action_step": (c_int, [_P, _P, c_int, c_float, c_int, _P, _P, _P, c_int, _P]),
     "mact_action_generate": (c_int, [_P, _P, c_int, c_int, c_int, _P, _P, _P, c_int]),
     "mact_generate_from_ids": (c_int, [_P, _P, c_int, _P, c_int, _P, c_int, c_int, c_int]),
+    "mact_action_generate_rtc": (c_int, [_P, _P, c_int, c_int, c_int, _P, _P, _P, c_int, POINTER(RtcOptions)]),
+    "mact_rtc_schedule_parse": (c_int, [c_char_p, POINTER(c_int)]),
+    "mact_rtc_guidance_parse": (c_int, [c_char_p, POINTER(c_int)]),
+    "mact_rtc_prefix_weights": (c_int, [POINTER(RtcOptions), c_int, _P]),
 }
 
 

@@ -252,3 +252,20 @@ void mact_unnorm_actions(const mact_norm_stats *ns, const mact_feature_stats *f,
             out[r * f->dim + i] = (float)(f->mask[i] ? x : v);
         }
 }
+
+void mact_norm_actions(const mact_norm_stats *ns, const mact_feature_stats *f, const float *x, int n, int ld_out,
+                       float *out)
+{
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < f->dim; i++) {
+            double v = x[r * f->dim + i], y;
+            if (ns->mode == MACT_NORM_NONE) y = v;
+            else if (ns->mode == MACT_NORM_MEAN_STD) y = (v - f->lo[i]) / fmax(f->hi[i], 1e-6);
+            else {
+                y = 2.0 * (v - f->lo[i]) / fmax(f->hi[i] - f->lo[i], 1e-6) - 1.0;
+                y = y < -1 ? -1 : y > 1 ? 1 : y;
+            }
+            y = f->mask[i] ? y : v;
+            out[r * ld_out + i] = f->zero[i] ? 0.f : (float)y;
+        }
+}

@@ -44,4 +44,9 @@ void mact_state_bins(const float *norm, int dim, int n_bins, int *bins);
 /* Normalised actions [n, dim] -> robot units: clip to [-1, 1], scale on masked-in dims, raw elsewhere. */
 void mact_unnorm_actions(const mact_norm_stats *ns, const mact_feature_stats *f, const float *a, int n, int ld,
                          float *out);
+/* The inverse of mact_unnorm_actions: actions [n, dim] in robot units -> normalised, row stride ld_out (RTC's
+ * previous rows). Quantile / min-max modes clip to [-1, 1] (what the un-normalisation can return), divisions by a
+ * zero range take 1e-6 as mact_norm_state does, masked-out dims pass through, zero dims give 0. */
+void mact_norm_actions(const mact_norm_stats *ns, const mact_feature_stats *f, const float *x, int n, int ld_out,
+                       float *out);
 #endif

@@ -31,6 +31,10 @@ struct mact_session {
     int64_t a_kvp_stride;
     int mod_cache_steps, mod_steps;  /* a_mod holds the schedule of mod_steps steps (0 = none) */
     int a_rope_n;
+    /* real-time chunking: the guided rows Y padded to [H, A], their prefix weights [H], the error / correction
+     * [H, A], and mact_predict's normalised copy of the caller's rows [H, A] (rtc_prev_n rows of action_dim) */
+    float *a_rtc_y, *a_rtc_w, *a_rtc_e, *rtc_prev;
+    int rtc_prev_n, rtc_prev_dim;
     /* whole-pipeline buffers (mact_generate_from_ids) */
     float *p_embeds, *p_hidden, *p_bias, *p_keys, *p_values;
     /* mact_predict: preprocessing and outputs kept for mact_session_tensor */
@@ -63,8 +67,27 @@ void mact_llm_layers_run(struct mact_session *s, float *hidden, const float *bia
                          float *values, int kv_only_last);
 int mact_llm_layers_ex(struct mact_session *s, float *hidden, const float *bias, int n, int a, int b, float *keys,
                        float *values, int kv_only_last);
+/* rtc: NULL, or options already checked by mact_rtc_check whose prev_actions are normalised [n_prev, action_dim] */
 void mact_action_generate_run(struct mact_session *s, float *traj, int h, int action_dim, int num_steps,
-                              const float *keys, const float *values, const uint8_t *enc_mask, int n);
+                              const float *keys, const float *values, const uint8_t *enc_mask, int n,
+                              const mact_rtc_options *rtc);
+/* stages/rtc.c: Y and W into the session before the flow steps; one step's guidance on s->a_vel (x the trajectory
+ * the velocity was evaluated at) */
+typedef struct {
+    const float *mod;                /* this step's modulation */
+    const float *kctx, *vctx;        /* [L, n, ae_hidden] */
+    const uint8_t *enc;
+    int n;
+} mact_rtc_vjp_ctx;
+void mact_rtc_prepare(struct mact_session *s, const mact_rtc_options *r, int h, int action_dim);
+void mact_rtc_guide(struct mact_session *s, const mact_rtc_options *r, const float *x, int h, int action_dim, float t,
+                    const mact_rtc_vjp_ctx *vjp);
+/* stages/action_vjp.c: e [h, A] <- e + time * (dv/dx)^T e, the velocity's vector-Jacobian product at x */
+void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *c, const float *x, int h, float time, float *e);
+/* RTC options against a call of h rows of action_dim (errors named after who); *on = 0 when they are all off.
+ * Checks the rows' count and, when rows_finite, their values. */
+int mact_rtc_check(struct mact_session *s, const mact_rtc_options *r, int h, int action_dim, int rows_finite,
+                   int *on, const char *who);
 /* What mact_action_generate_run does once per call before its flow steps: the context K/V of every layer into
  * s->a_kctx / s->a_vctx and, where the bf16 cross-attention runs for h action rows, each layer's K/V packed for
  * it (returned, else NULL). */
@@ -75,6 +98,7 @@ int mact_check_ids(struct mact_session *s, const int64_t *ids, int n, const char
 int mact_action_check(struct mact_session *s, int h, int n, int num_steps, const uint8_t *enc, const char *who);
 /* pipeline.c: the whole path on preprocessed inputs; stage_ms (may be NULL) gets vision / llm / action ms */
 int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
-                      float *traj, int h, int action_dim, int num_steps, double stage_ms[3]);
+                      float *traj, int h, int action_dim, int num_steps, const mact_rtc_options *rtc,
+                      double stage_ms[3]);
 
 #endif

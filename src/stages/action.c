@@ -227,6 +227,14 @@ mact_status mact_action_step(mact_session *s, float *traj, int h, float t, int n
 mact_status mact_action_generate(mact_session *s, float *traj, int h, int action_dim, int num_steps,
                                  const float *keys, const float *values, const uint8_t *enc_mask, int n)
 {
+    return mact_action_generate_rtc(s, traj, h, action_dim, num_steps, keys, values, enc_mask, n, NULL);
+}
+
+mact_status mact_action_generate_rtc(mact_session *s, float *traj, int h, int action_dim, int num_steps,
+                                     const float *keys, const float *values, const uint8_t *enc_mask, int n,
+                                     const mact_rtc_options *rtc)
+{
+    if (!s) return MACT_ERR_INPUT;
     mact_session_enter(s);
     const mact_config *c = &s->m->cfg;
     int rc = mact_action_check(s, h, n, num_steps, enc_mask, "action");
@@ -237,12 +245,15 @@ mact_status mact_action_generate(mact_session *s, float *traj, int h, int action
     if ((rc = mact_check_finite(s, traj, (int64_t)h * c->max_action_dim, "action: noise")) ||
         (rc = check_kv(s, keys, values, n, "action")))
         return rc;
-    mact_action_generate_run(s, traj, h, action_dim, num_steps, keys, values, enc_mask, n);
+    int on;
+    if ((rc = mact_rtc_check(s, rtc, h, action_dim, 1, &on, "action"))) return rc;
+    mact_action_generate_run(s, traj, h, action_dim, num_steps, keys, values, enc_mask, n, on ? rtc : NULL);
     return 0;
 }
 
 void mact_action_generate_run(struct mact_session *s, float *traj, int h, int action_dim, int num_steps,
-                              const float *keys, const float *values, const uint8_t *enc_mask, int n)
+                              const float *keys, const float *values, const uint8_t *enc_mask, int n,
+                              const mact_rtc_options *rtc)
 {
     const mact_config *c = &s->m->cfg;
     const int64_t A = c->max_action_dim, stride = mod_stride(c);
@@ -257,10 +268,16 @@ void mact_action_generate_run(struct mact_session *s, float *traj, int h, int ac
         s->mod_steps = num_steps;
     }
     float *slot = s->a_mod + (int64_t)s->mod_cache_steps * stride;
+    if (rtc) mact_rtc_prepare(s, rtc, h, action_dim);
     for (int k = 0; k < num_steps; k++) {
         /* t = k / S: t = 0 is noise, t = 1 (data) is never evaluated */
-        const float *mod = cached ? s->a_mod + k * stride : (modulation(s, (float)k / (float)num_steps, slot), slot);
+        const float t = (float)k / (float)num_steps;
+        const float *mod = cached ? s->a_mod + k * stride : (modulation(s, t, slot), slot);
         velocity(s, traj, h, mod, s->a_kctx, s->a_vctx, kvp, enc_mask, n);
+        if (rtc) {
+            const mact_rtc_vjp_ctx vc = {.mod = mod, .kctx = s->a_kctx, .vctx = s->a_vctx, .enc = enc_mask, .n = n};
+            mact_rtc_guide(s, rtc, traj, h, action_dim, t, &vc);
+        }
         euler(s, traj, h, 1.f / (float)num_steps, pad);
     }
 }

@@ -23,7 +23,8 @@ static int all_finite(const float *x, int64_t n)
  * the end. A non-finite action is never returned: the first stage whose output is not finite is named (a NaN
  * or an overflow inside reaches the actions: attention rows with a NaN score are NaN, not dropped). */
 int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
-                      float *traj, int h, int action_dim, int num_steps, double stage_ms[3])
+                      float *traj, int h, int action_dim, int num_steps, const mact_rtc_options *rtc,
+                      double stage_ms[3])
 {
     const mact_config *c = &s->m->cfg;
     const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, D = c->d_model;
@@ -50,6 +51,8 @@ int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_i
         return mact_session_fail(s, MACT_ERR_INPUT, "action horizon %d (1..%d) or %d flow steps out of range", h,
                                  c->max_action_horizon, num_steps);
     if ((rc = mact_check_finite(s, traj, (int64_t)h * A, "noise"))) return rc;
+    int rtc_on;
+    if ((rc = mact_rtc_check(s, rtc, h, action_dim, 1, &rtc_on, "rtc"))) return rc;
     double t0 = mact_now_ms();
     if (n_img) mact_vision_run(s, pixel_values, n_img, s->p_embeds);
     double t1 = mact_now_ms();
@@ -60,7 +63,8 @@ int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_i
     uint8_t *enc = (uint8_t *)s->p_bias;  /* the bias is dead once the LLM has run */
     mact_encoder_mask_run(s, ids, n, enc);
     if ((rc = mact_action_check(s, h, n, num_steps, enc, "action"))) return rc;
-    mact_action_generate_run(s, traj, h, action_dim, num_steps, s->p_keys, s->p_values, enc, n);
+    mact_action_generate_run(s, traj, h, action_dim, num_steps, s->p_keys, s->p_values, enc, n,
+                             rtc_on ? rtc : NULL);
     if (!all_finite(traj, (int64_t)h * A)) {
         /* the error path only: find where it started */
         const char *where = n_img && !all_finite(s->p_embeds, n_img * K * D) ? "vision (image embeddings)"
@@ -81,5 +85,5 @@ int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_i
 mact_status mact_generate_from_ids(mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
                                    float *traj, int h, int action_dim, int num_steps)
 {
-    return mact_pipeline_run(s, pixel_values, n_img, ids, n, traj, h, action_dim, num_steps, NULL);
+    return mact_pipeline_run(s, pixel_values, n_img, ids, n, traj, h, action_dim, num_steps, NULL, NULL);
 }

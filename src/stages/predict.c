@@ -95,6 +95,9 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
         return mact_session_fail(s, MACT_ERR_INPUT, "noise has %zu values; the tag's horizon %d x max_action_dim %d "
                                  "needs %d", o.noise_len, H, A, H * A);
     if (o.noise && (mact_check_finite(s, o.noise, (int64_t)H * A, "noise"))) return MACT_ERR_INPUT;
+    /* RTC: the caller's rows in robot units, checked here, normalised below (the inverse of the output's path) */
+    int rtc_on, rc;
+    if ((rc = mact_rtc_check(s, &in->rtc, H, adim, 1, &rtc_on, "rtc"))) return rc;
 
     /* images: decode is the caller's; resize + normalise + patchify per docs/spec/molmoact2.md 4.1 */
     const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3;
@@ -165,10 +168,27 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
         }
     }
     memcpy(s->traj, s->noise, (size_t)H * A * sizeof(float));
+    mact_rtc_options rtc = in->rtc;
+    s->rtc_prev_n = 0;
+    if (rtc_on) {
+        /* robot units -> the model's: undo the frame transform (signs are +-1), then the tag's normalisation */
+        const int np = (int)rtc.n_prev;
+        float *raw = s->rtc_prev, *row = s->a_rtc_e;  /* a_rtc_e is free until the flow loop */
+        for (int r = 0; r < np; r++) {
+            for (int i = 0; i < adim; i++) {
+                float v = rtc.prev_actions[(size_t)r * adim + i];
+                row[i] = m->frame_transform && adim == m->frame_dim ? m->frame_signs[i] * v + m->frame_offsets[i] : v;
+            }
+            mact_norm_actions(m->ns, &tag->action, row, 1, adim, raw + (size_t)r * adim);
+        }
+        rtc.prev_actions = s->rtc_prev;
+        s->rtc_prev_n = np;
+        s->rtc_prev_dim = adim;
+    }
     t.preprocess_ms = mact_now_ms() - t0;
 
     double stage[3];
-    int rc = mact_pipeline_run(s, s->pv, n_frames, ids, n, s->traj, H, adim, steps, stage);
+    rc = mact_pipeline_run(s, s->pv, n_frames, ids, n, s->traj, H, adim, steps, rtc_on ? &rtc : NULL, stage);
     if (rc) return rc;
     mact_unnorm_actions(m->ns, &tag->action, s->traj, steps_out, A, actions);
     if (m->frame_transform && adim == m->frame_dim)
@@ -211,6 +231,9 @@ mact_status mact_session_tensor(const mact_session *s, const char *name, mact_te
         *data = name[0] == 'k' ? s->p_keys : s->p_values; *ndim = 3; shape[0] = L; shape[1] = N; shape[2] = kvd;
     } else if (!strcmp(name, "noise") || !strcmp(name, "actions_norm")) {
         *data = name[0] == 'n' ? s->noise : s->traj; *ndim = 2; shape[0] = s->last_h; shape[1] = c->max_action_dim;
+    } else if (!strcmp(name, "prev_actions_norm")) {
+        if (!s->rtc_prev_n) return MACT_ERR_INPUT;
+        *data = s->rtc_prev; *ndim = 2; shape[0] = s->rtc_prev_n; shape[1] = s->rtc_prev_dim;
     } else if (!strcmp(name, "input_ids")) {
         *data = s->ids_f; *ndim = 1; shape[0] = N;
     } else return MACT_ERR_INPUT;
