@@ -62,3 +62,43 @@ done
 out=$($MACT run --model "$T/good" --image "$T/cam.npy" --image "$T/cam.npy" --task "pick up the cube" \
       --state "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8" --seed 3 2>&1); rc=$?
 [ $rc -eq 0 ] && echo "PASS nonfinite_good_checkpoint_runs" || echo "FAIL nonfinite_good_checkpoint_runs: exit $rc: $out"
+# --state takes every finite decimal strtod reads: an underflow (1e-310, a subnormal) and long digit strings are
+# numbers; the actions equal those of the value they round to in float32 (0, 0.1); past float32's range and
+# non-numbers are refused by name
+state_run() { $MACT run --model "$T/good" --image "$T/cam.npy" --task "pick up the cube" --state "$1" --seed 3 --json 2>&1; }
+ref0=$(state_run "0,0.2,0.3,0.4,0.5,0.6,0.7,0.8"); ref1=$(state_run "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8")
+[ "${ref0%%\"n_tokens*}" != "${ref1%%\"n_tokens*}" ] && echo "PASS state_values_matter (0 and 0.1 give different actions)" \
+    || echo "FAIL state_values_matter: the state's first value does not change the actions: the checks below prove nothing"
+long="0.1000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000001"
+for c in "underflow 1e-310 ref0" "tiny_decimal 0.$(printf '0%.0s' $(seq 1 80))1 ref0" "long_decimal $long ref1"; do
+    set -- $c
+    got=$(state_run "$2,0.2,0.3,0.4,0.5,0.6,0.7,0.8"); want=${!3}
+    if [ "${got%%\"n_tokens*}" = "${want%%\"n_tokens*}" ] && [ "${got#\{\"actions}" != "$got" ]; then echo "PASS state_$1 (same actions as $3)"
+    else echo "FAIL state_$1: ${got:0:200}"; fi
+done
+for c in "too_large:1e39:outside float32's range" "forty_digits:1234567890123456789012345678901234567890:outside float32's range" \
+         "nan:nan:is not a number" "hex:0x10:is not a number"; do
+    IFS=: read -r name v want <<<"$c"
+    got=$(state_run "$v,0.2,0.3,0.4,0.5,0.6,0.7,0.8"); rc=$?
+    if [ $rc -ne 0 ] && grep -q "$want" <<<"$got"; then echo "PASS state_refused_$name ($got)"; else echo "FAIL state_refused_$name: exit $rc: $got"; fi
+done
+# --dump writes into a sibling temporary folder and moves it into place at the end: a failed write (here the
+# file-size limit hit at the first, largest file) leaves neither the folder nor a temporary one; an existing
+# folder gets every file replaced, or none when one destination is not a regular file
+dump_run() { $MACT run --model "$T/good" --image "$T/cam.npy" --task "pick up the cube" \
+             --state "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8" --seed 3 --dump "$1" >"$1.log" 2>&1; }
+D="$T/dumps"; mkdir -p "$D"
+( trap '' XFSZ; ulimit -f 64; dump_run "$D/limited" ); rc=$?
+left=$(ls "$D" | grep -v '\.log$' | paste -sd ' ')
+[ $rc -ne 0 ] && [ -z "$left" ] && grep -q "dump" "$D/limited.log" && echo "PASS dump_failed_write_leaves_nothing ($(tail -1 "$D/limited.log" | cut -c1-120))" \
+    || echo "FAIL dump_failed_write_leaves_nothing: exit $rc, left: '$left': $(tail -1 "$D/limited.log")"
+mkdir -p "$D/existing"; echo old > "$D/existing/actions.npy"; echo mine > "$D/existing/notes.txt"
+if dump_run "$D/existing" && [ "$(head -c 6 "$D/existing/actions.npy")" = $'\x93NUMPY' ] && [ -f "$D/existing/keys.npy" ] \
+   && [ "$(cat "$D/existing/notes.txt")" = mine ]; then echo "PASS dump_into_existing_folder"
+else echo "FAIL dump_into_existing_folder: $(tail -1 "$D/existing.log")"; fi
+mkdir -p "$D/conflict/keys.npy"; echo old > "$D/conflict/actions.npy"
+dump_run "$D/conflict"; rc=$?
+left=$(ls "$D" | grep '\.tmp\.' | paste -sd ' ')
+[ $rc -ne 0 ] && [ "$(cat "$D/conflict/actions.npy")" = old ] && [ -z "$left" ] && grep -q "not a regular file" "$D/conflict.log" \
+    && echo "PASS dump_conflict_changes_nothing ($(tail -1 "$D/conflict.log" | cut -c1-140))" \
+    || echo "FAIL dump_conflict_changes_nothing: exit $rc, tmp left '$left': $(tail -1 "$D/conflict.log")"

@@ -1,10 +1,12 @@
 /* `mact run`, `mact demo`, `mact tokenize`: the integrator's front ends over mact_predict. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "commands.h"
 #include "io/image.h"
 #include "mact.h"
@@ -16,7 +18,8 @@
 #define MAX_CAMS 8
 
 /* "0.1, -0.2 0.3" or "[0.1,-0.2,0.3]": numbers separated by commas and/or spaces, each strictly a finite
- * decimal number (no "nan", "inf", hex or trailing junk). -1: not a number (bad set to it), -2: over cap. */
+ * decimal number (no "nan", "inf", hex or trailing junk; any number of digits, underflow reads as 0).
+ * -1: not a number (bad set to it), -2: over cap, -3: finite but outside float32's range (bad set to it). */
 static int parse_floats(const char *s, float *out, int cap, int *n, char *bad, size_t badcap)
 {
     *n = 0;
@@ -24,12 +27,14 @@ static int parse_floats(const char *s, float *out, int cap, int *n, char *bad, s
         while (*s == ' ' || *s == ',' || *s == '\t' || *s == '[' || *s == ']') s++;
         if (!*s) break;
         size_t l = strcspn(s, " ,\t[]");
-        char tok[64];
+        char tok[1024];
         double v;
         if (l >= sizeof tok) { snprintf(bad, badcap, "%.40s...", s); return -1; }
         memcpy(tok, s, l);
         tok[l] = 0;
-        if (mact_parse_f64(tok, -3.4e38, 3.4e38, &v)) { snprintf(bad, badcap, "%s", tok); return -1; }
+        int pr = mact_parse_f64(tok, -DBL_MAX, DBL_MAX, &v);
+        if (pr == 0 && fabs(v) > 3.4028234663852886e38) { snprintf(bad, badcap, "%.40s%s", tok, l > 40 ? "..." : ""); return -3; }
+        if (pr) { snprintf(bad, badcap, "%.40s%s", tok, l > 40 ? "..." : ""); return -1; }
         if (*n == cap) return -2;
         out[(*n)++] = (float)v;
         s += l;
@@ -63,10 +68,83 @@ static int dump_tensor(const mact_session *s, const char *dir, const char *name,
     if (mact_array_alloc(&a, name, MACT_F32, v.ndim, v.shape, err, el)) return -1;
     memcpy(a.data, v.data, a.nbytes);
     char p[4200];
-    snprintf(p, sizeof p, "%s/%s.npy", dir, name);
+    snprintf(p, sizeof p, "%.4000s/%.64s.npy", dir, name);
     int rc = mact_npy_write(p, &a, err, el);  /* temporary name + rename (src/dev/npz_write.c) */
     mact_array_free(&a);
     return rc;
+}
+
+/* --dump DIR: every tensor written into a fresh sibling folder DIR.tmp.XXXXXX first, then moved into place: DIR
+ * itself when it did not exist, else file by file (each rename atomic), so a failed write leaves DIR as it was
+ * and no partial file anywhere. */
+static const char *const dump_names[] = {"pixel_values", "input_ids", "image_embeds", "keys", "values", "noise",
+                                         "actions_norm", "prev_actions_norm", "actions"};
+
+static void remove_dump_tmp(const char *tmp)
+{
+    char p[4200];
+    for (size_t i = 0; i < sizeof dump_names / sizeof dump_names[0]; i++) {
+        snprintf(p, sizeof p, "%.4100s/%.64s.npy", tmp, dump_names[i]);
+        unlink(p);
+    }
+    rmdir(tmp);
+}
+
+static int write_dump(const mact_session *s, const char *dir, const float *actions, int steps, int adim)
+{
+    char tmp[4200], err[1024], p[4200], q[4200];
+    if (strlen(dir) > 4000) { fprintf(stderr, "mact: --dump: the folder's path is longer than 4000 bytes\n"); return -1; }
+    snprintf(tmp, sizeof tmp, "%.4000s.tmp.XXXXXX", dir);
+    if (!mkdtemp(tmp)) {
+        fprintf(stderr, "mact: --dump: cannot create a folder beside %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    chmod(tmp, 0755);
+    const size_t n_names = sizeof dump_names / sizeof dump_names[0];
+    for (size_t i = 0; i + 1 < n_names; i++)
+        if (dump_tensor(s, tmp, dump_names[i], err, sizeof err)) goto fail;
+    mact_array o = {0};
+    int64_t sh[2] = {steps, adim};
+    snprintf(p, sizeof p, "%.4000s/actions.npy", tmp);
+    if (mact_array_alloc(&o, "actions", MACT_F32, 2, sh, err, sizeof err) ||
+        (memcpy(o.data, actions, o.nbytes), mact_npy_write(p, &o, err, sizeof err))) {
+        mact_array_free(&o);
+        goto fail;
+    }
+    mact_array_free(&o);
+    if (rename(tmp, dir) == 0) return 0;
+    if (errno != EEXIST && errno != ENOTEMPTY) {
+        snprintf(err, sizeof err, "cannot move %.400s to %.400s: %s", tmp, dir, strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+        snprintf(err, sizeof err, "%.900s exists and is not a folder", dir);
+        goto fail;
+    }
+    /* every destination absent or a regular file before anything moves: renames of files over files within one
+     * folder's filesystem do not fail half way */
+    for (size_t i = 0; i < n_names; i++) {
+        snprintf(q, sizeof q, "%.4000s/%.64s.npy", dir, dump_names[i]);
+        if (lstat(q, &st) == 0 && !S_ISREG(st.st_mode)) {
+            snprintf(err, sizeof err, "%.900s exists and is not a regular file: nothing written", q);
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < n_names; i++) {
+        snprintf(p, sizeof p, "%.4100s/%.64s.npy", tmp, dump_names[i]);
+        snprintf(q, sizeof q, "%.4000s/%.64s.npy", dir, dump_names[i]);
+        if (access(p, F_OK) == 0 && rename(p, q)) {
+            snprintf(err, sizeof err, "cannot move %.400s into %.400s: %s", p, dir, strerror(errno));
+            goto fail;
+        }
+    }
+    rmdir(tmp);
+    return 0;
+fail:
+    fprintf(stderr, "mact: --dump: %s\n", err);
+    remove_dump_tmp(tmp);
+    return -1;
 }
 
 typedef struct {
@@ -92,6 +170,7 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     /* exit 1 like the library's refusal of a non-finite state (the value is data, not usage) */
     if (pf == -1) { fprintf(stderr, "mact: --state: '%s' is not a number: state values must be finite decimals\n", bad); return 1; }
     if (pf == -2) { fprintf(stderr, "mact: --state: more than the limit of 64 numbers\n"); return 1; }
+    if (pf == -3) { fprintf(stderr, "mact: --state: %s is outside float32's range (|x| <= 3.4e38)\n", bad); return 1; }
     mact_load_options lo = {.precision = a->precision, .pack_cache_dir = a->pack_cache};
     if (mact_model_load(a->model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
     mact_model_info mi;
@@ -150,27 +229,7 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     }
     const int steps = (int)result.n_steps, adim = (int)result.action_dim;
     const mact_timings t = result.timings;
-    if (a->dump) {
-        if (mkdir(a->dump, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "mact: --dump: cannot create %s: %s\n", a->dump, strerror(errno));
-            goto out;
-        }
-        const char *names[] = {"pixel_values", "input_ids", "image_embeds", "keys", "values", "noise", "actions_norm",
-                               "prev_actions_norm"};
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            if (dump_tensor(s, a->dump, names[i], err, sizeof err)) { fprintf(stderr, "mact: --dump: %s\n", err); goto out; }
-        mact_array o = {0};
-        int64_t sh[2] = {steps, adim};
-        char p[4200];
-        snprintf(p, sizeof p, "%s/actions.npy", a->dump);
-        if (mact_array_alloc(&o, "actions", MACT_F32, 2, sh, err, sizeof err) ||
-            (memcpy(o.data, actions, o.nbytes), mact_npy_write(p, &o, err, sizeof err))) {
-            fprintf(stderr, "mact: --dump: %s\n", err);
-            mact_array_free(&o);
-            goto out;
-        }
-        mact_array_free(&o);
-    }
+    if (a->dump && write_dump(s, a->dump, actions, steps, adim)) goto out;
     static const char *const cache_names[4] = {"none", "loaded", "written", "unusable"};
     if (a->json) {
         printf("{\"actions\": [");

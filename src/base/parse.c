@@ -50,7 +50,8 @@ int mact_parse_f64(const char *s, double min, double max, double *out)
     char *end;
     double v = strtod(s, &end);
     if (end == s || *end) return -1;
-    if (errno == ERANGE || !isfinite(v)) return -2;
+    /* ERANGE with a finite result is an underflow (1e-310 reads as a subnormal or 0): a valid number */
+    if (!isfinite(v)) return -2;
     if (v < min || v > max) return -2;
     *out = v;
     return 0;

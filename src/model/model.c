@@ -317,6 +317,11 @@ static int resolve_sampler(struct mact_model *m, struct mact_ctable *ct, char *e
         if (!e || e->t->ndim != 2)
             return mact_errf(err, errlen, MACT_ERR_MODEL, "grid token sampler tensor '%s' is missing or not 2-D", names[i]);
         t[i] = e->t;
+        /* the sizes below are ints and 2 x K is formed from them: bounded here, from the file's shapes */
+        for (int d = 0; d < 2; d++)
+            if (t[i]->shape[d] < 1 || t[i]->shape[d] > (1 << 24))
+                return mact_errf(err, errlen, MACT_ERR_MODEL, "grid token sampler tensor '%s' has dim %d of %lld; "
+                                 "expected 1..%d", names[i], d, (long long)t[i]->shape[d], 1 << 24);
     }
     c->sampler_hidden = (int)t[0]->shape[0];
     c->sampler_c = (int)t[0]->shape[1];

@@ -59,8 +59,8 @@ int mact_table_walk(walk_ctx *w, tensor_fn fn)
         const char *S = "token_sampler";
         T2(VN("%s.scout_mlp.0.weight", S), &v->scout0_w, 0, c->sampler_hidden, c->sampler_c);
         T1(VN("%s.scout_mlp.0.bias", S), &v->scout0_b, T_VEC, c->sampler_hidden);
-        T2(VN("%s.scout_mlp.2.weight", S), &v->scout2_w, 0, 2 * c->sampler_k, c->sampler_hidden);
-        T1(VN("%s.scout_mlp.2.bias", S), &v->scout2_b, T_VEC, 2 * c->sampler_k);
+        T2(VN("%s.scout_mlp.2.weight", S), &v->scout2_w, 0, (int64_t)2 * c->sampler_k, c->sampler_hidden);
+        T1(VN("%s.scout_mlp.2.bias", S), &v->scout2_b, T_VEC, (int64_t)2 * c->sampler_k);
         T2(VN("%s.coord_encoder.0.weight", S), &v->coord0_w, T_VEC, c->coord_hidden, 2);
         T1(VN("%s.coord_encoder.0.bias", S), &v->coord0_b, T_VEC, c->coord_hidden);
         T2(VN("%s.coord_encoder.2.weight", S), &v->coord2_w, 0, c->sampler_c, c->coord_hidden);

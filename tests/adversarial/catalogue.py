@@ -339,6 +339,12 @@ def safetensors_cases():
     case(G, "shape_negative", 1, ["shape"], st_mut(mut_tensor("shape", lambda t: [-1] + t["shape"][1:])))
     case(G, "shape_float", 1, ["shape"], st_mut(mut_tensor("shape", lambda t: [1.5] + t["shape"][1:])))
     case(G, "shape_overflow", 1, ["shape"], st_mut(mut_tensor("shape", [2 ** 62, 2 ** 62])))
+    # a zero-byte tensor whose other dim is huge: the grid sampler's K = rows / 2 comes from the file (2 x K
+    # overflowed an int before it was bounded)
+    is_scout2 = lambda n, t: n.endswith("token_sampler.scout_mlp.2.weight")
+    case(G, "sampler_rows_huge_zero_bytes", 1, ["scout_mlp.2.weight", "dim 0"],
+         st_mut(lambda h, data: (h.__setitem__(first_tensor(h, is_scout2), dict(h[first_tensor(h, is_scout2)],
+                shape=[2 ** 32, 0], data_offsets=[0, 0])), (h, data))[1]))
     case(G, "shape_bytes_mismatch", 1, ["model.safetensors"], st_mut(mut_tensor("shape", lambda t: t["shape"] + [2])))
     case(G, "offsets_reversed", 1, ["data_offsets"], st_mut(mut_tensor("data_offsets", lambda t: t["data_offsets"][::-1])))
     case(G, "offsets_past_end", 1, ["model.safetensors"],
