@@ -28,6 +28,7 @@ import math
 import numbers
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -38,10 +39,10 @@ from .policy import _RTC_GUIDANCES, _RTC_SCHEDULES
 @dataclasses.dataclass
 class Inference:
     """One inference of a RealTimeRunner (``runner.inferences``): what it was given and how it was spliced."""
-    index: int                 # chunks started by this runner, from 0 (not reset by reset())
+    index: int                 # its place in runner.inferences: chunks of this episode, from 0
     start_tick: int            # actions returned this episode before it started
     start_time: float          # clock() at its start
-    cold: bool                 # the runner's first call: its latency is kept out of the delay estimate
+    cold: bool                 # the runner's first call (of any episode): its latency stays out of the estimate
     queued: int                # rows left in the queue when it started
     prev_rows: int             # rows of prev_actions passed (0: none, RTC off for this call)
     delay: int                 # inference_delay passed
@@ -107,6 +108,7 @@ class _Worker:
             except BaseException as e:  # handed to the control thread
                 out, exc = None, e
             done = self.clock()
+            job = None                  # no reference to the runner left here between jobs
             with self.cond:
                 self.job, self.result = None, (out, exc, done)
                 self.cond.notify_all()
@@ -127,10 +129,13 @@ class _Worker:
             r, self.result = self.result, None
             return r
 
-    def close(self):
+    def signal_stop(self):
         with self.cond:
             self.stop = True
             self.cond.notify_all()
+
+    def close(self):
+        self.signal_stop()
         self.thread.join()
 
 
@@ -161,12 +166,13 @@ class RealTimeRunner:
     rtc: False: the same loop with no guidance (prev_actions not passed; the splice is the same).
     execution_horizon, rtc_schedule, max_guidance_weight, rtc_guidance: predict_action's (execution_horizon
         None: the library's default, 10; always capped here at the rows given).
-    seed: None: every chunk from the library's default seed; an int s: chunk k from seed s + k.
+    seed: None: every chunk from the library's default seed; an int s: chunk k of an episode (counted from
+        reset()) from seed s + k, as mact.LeRobotAdapter does.
     clock: seconds, monotonic (time.monotonic). sleep: waits seconds (time.sleep); used while the queue is
         empty with a simulated latency.
     background: run inferences on a background thread (default) or in the calling thread (False).
-    simulated_latency: for tests: None, a callable (chunk index -> seconds) or a sequence of seconds (the
-        last repeated); each inference then runs in the calling thread and its result is held until clock()
+    simulated_latency: for tests: None, a callable (k -> seconds, k counting the runner's inferences from 0
+        across episodes) or a sequence of seconds (the last repeated); each inference then runs in the calling thread and its result is held until clock()
         reaches its start plus that latency, which is the latency recorded.
     Other keyword arguments (norm_tag, num_steps, n_action_steps, ...) go to predict_action.
     """
@@ -206,6 +212,8 @@ class RealTimeRunner:
         if background and self._sim is not None:
             raise input_error("simulated_latency runs each inference in the calling thread: background=False")
         self._worker = _Worker(clock) if background else None
+        if self._worker is not None:  # a runner dropped without close(): its thread ends too
+            weakref.finalize(self, self._worker.signal_stop)
         self.latencies = collections.deque(maxlen=self.latency_window)
         self._started = 0          # inferences started by this runner (the first is the cold one)
         self._horizon = None       # the rows the model generates (ActionOutput.horizon), once known
@@ -259,13 +267,13 @@ class RealTimeRunner:
     # ---- the loop's calls ----
     def observe(self, images, state, task=None):
         """The latest observation: camera frames (as predict_action takes them), raw state, and the task (None:
-        the runner's). The next inference to start uses it; arrays are copied."""
+        the runner's). The next inference to start (in get_action) uses it, copied then."""
         if self._closed:
             raise ClosedError("this mact.RealTimeRunner is closed", Status.ERR_INPUT)
         task = self.task if task is None else task
         if task is None:
             raise input_error("no task: pass task= to observe() or step(), or to RealTimeRunner")
-        self._obs = (_snapshot(images), np.array(state, copy=True), task)
+        self._obs = (images, state, task)
 
     def step(self, images, state, task=None):
         """observe(images, state, task), then get_action(): the action for this tick."""
@@ -300,7 +308,8 @@ class RealTimeRunner:
 
     def _start(self):
         images, state, task = self._obs
-        k = self._started
+        images, state = _snapshot(images), np.array(state, copy=True)   # the caller may reuse its buffers
+        k, index = self._started, len(self.inferences)
         prev = list(self._queue) if self.rtc else []
         est = self.estimated_delay
         n = len(prev)
@@ -315,7 +324,7 @@ class RealTimeRunner:
             d = e = 0
             rows = None
             rtc = {}
-        inf = Inference(index=k, start_tick=self.ticks, start_time=self.clock(), cold=(k == 0),
+        inf = Inference(index=index, start_tick=self.ticks, start_time=self.clock(), cold=(k == 0),
                         queued=len(self._queue), prev_rows=n, delay=d,
                         execution_horizon=e, estimated_delay=est, prev_actions=None if rows is None else rows.copy(),
                         prev_source=tuple((c, r) for c, r, _ in prev))
@@ -323,7 +332,7 @@ class RealTimeRunner:
         self.inferences.append(inf)
         kw = dict(self.predict_kwargs)
         if self.seed is not None:
-            kw["seed"] = self.seed + k
+            kw["seed"] = self.seed + index
         kw.update(rtc)
 
         def job():

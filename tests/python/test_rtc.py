@@ -437,5 +437,32 @@ class Runner(_Base):
             self.assertIn("no task", str(cm.exception))
 
 
+class AdapterRealTime(_Base):
+    def test_lerobot_adapter_real_time(self):
+        # LeRobotAdapter(real_time={...}): select_action is the runner's step on a LeRobot observation
+        clock = FakeClock(16)
+        ad = mact.LeRobotAdapter(self.policy, seed=100, real_time=dict(
+            fps=16, queue_threshold=4, clock=clock, sleep=clock.sleep, simulated_latency=[5.5 / 16, 2.5 / 16]))
+        obs = {"observation.images.image": self.frames[0], "observation.images.wrist_image": self.frames[1],
+               "observation.state": np.array([STATE]), "task": [TASK]}
+        rows = []
+        for _ in range(20):
+            rows.append(ad.select_action(obs))
+            clock.tick()
+        r = ad.runner
+        self.assertEqual(rows[0].shape, (1, self.tag.action_dim))
+        self.assertTrue(bitwise_equal(r.inferences[0].actions, self.predict(seed=100)[0]))  # chunk k: seed + k
+        self.assertTrue(all(i.prev_rows == 4 and i.delay <= 4 for i in r.inferences[1:]))
+        self.assertEqual([i.consumed for i in r.inferences if i.consumed is not None][1:], [3] * 2)
+        self.assertEqual(ad.queued, r.queued)
+        info(f"adapter real_time: 20 ticks, {len(r.inferences)} chunks, splice rows "
+             f"{[i.splice_row for i in r.inferences]}, delays {[i.delay for i in r.inferences]}")
+        ad.reset()
+        self.assertEqual((ad.queued, r.inferences), (0, []))
+        ad.close()
+        with self.assertRaises(mact.InputError):
+            mact.LeRobotAdapter(self.policy, real_time={"queue_threshold": 3})
+
+
 if __name__ == "__main__":
     unittest.main()
