@@ -36,13 +36,17 @@ from .errors import ClosedError, Error, Status, input_error
 from .policy import _RTC_GUIDANCES, _RTC_SCHEDULES
 
 
+_DEFAULT_EXECUTION_HORIZON = 10   # MACT_RTC_DEFAULT_EXECUTION_HORIZON
+
+
 @dataclasses.dataclass
 class Inference:
     """One inference of a RealTimeRunner (``runner.inferences``): what it was given and how it was spliced."""
     index: int                 # its place in runner.inferences: chunks of this episode, from 0
     start_tick: int            # actions returned this episode before it started
     start_time: float          # clock() at its start
-    cold: bool                 # the runner's first call (of any episode): its latency stays out of the estimate
+    cold: bool                 # the runner's first call (of any episode; until one succeeds): its latency stays
+                               # out of the delay estimate
     queued: int                # rows left in the queue when it started
     prev_rows: int             # rows of prev_actions passed (0: none, RTC off for this call)
     delay: int                 # inference_delay passed
@@ -172,8 +176,9 @@ class RealTimeRunner:
         empty with a simulated latency.
     background: run inferences on a background thread (default) or in the calling thread (False).
     simulated_latency: for tests: None, a callable (k -> seconds, k counting the runner's inferences from 0
-        across episodes) or a sequence of seconds (the last repeated); each inference then runs in the calling thread and its result is held until clock()
-        reaches its start plus that latency, which is the latency recorded.
+        across episodes) or a sequence of seconds (the last repeated); each inference then runs in the calling
+        thread and its result is held until clock() reaches its start plus that latency, which is the latency
+        recorded.
     Other keyword arguments (norm_tag, num_steps, n_action_steps, ...) go to predict_action.
     """
 
@@ -215,7 +220,8 @@ class RealTimeRunner:
         if self._worker is not None:  # a runner dropped without close(): its thread ends too
             weakref.finalize(self, self._worker.signal_stop)
         self.latencies = collections.deque(maxlen=self.latency_window)
-        self._started = 0          # inferences started by this runner (the first is the cold one)
+        self._started = 0          # inferences started by this runner
+        self._warm = False         # one has succeeded: the next ones are warm
         self._horizon = None       # the rows the model generates (ActionOutput.horizon), once known
         self._closed = False
         self._pending = None       # (Inference, ready time or None, sync result or None)
@@ -317,14 +323,14 @@ class RealTimeRunner:
             # (a) d at most the rows given (and below the horizon, which the library requires); (b) the rows left
             # exactly, execution_horizon at most their number
             d = min(est, n, (self._horizon or n + 1) - 1)
-            e = min(self.execution_horizon or 10, n)
+            e = min(self.execution_horizon or _DEFAULT_EXECUTION_HORIZON, n)
             rows = np.stack([r for _, _, r in prev]).astype(np.float32, copy=False)
             rtc = dict(prev_actions=rows, inference_delay=d, execution_horizon=e, **self.rtc_kwargs)
         else:
             d = e = 0
             rows = None
             rtc = {}
-        inf = Inference(index=index, start_tick=self.ticks, start_time=self.clock(), cold=(k == 0),
+        inf = Inference(index=index, start_tick=self.ticks, start_time=self.clock(), cold=not self._warm,
                         queued=len(self._queue), prev_rows=n, delay=d,
                         execution_horizon=e, estimated_delay=est, prev_actions=None if rows is None else rows.copy(),
                         prev_source=tuple((c, r) for c, r, _ in prev))
@@ -381,6 +387,7 @@ class RealTimeRunner:
             inf.latency = None
             raise exc
         inf.latency = done - inf.start_time
+        self._warm = True
         if not inf.cold:
             self.latencies.append(inf.latency)   # (c) the cold call stays out
         acts = np.asarray(out.actions[0], np.float32)

@@ -106,8 +106,9 @@ class Predict(_Base):
             self.assertTrue(bitwise_equal(self.predict(**dict(kw, prev_actions=prev[None]))[0], ref))
             plain = self.predict(seed=seed, num_steps=steps)[0]
             worst = max(worst, float(np.abs(plain - ref).max()))
-        info(f"cli_bitwise: {len(cases)} cases bitwise equal ({', '.join(f'{c[0]} n{c[1]} d{c[2]} e{c[3]}' for c in cases)}); "
-             f"max |RTC - plain| {worst:.4g} (RTC changed the chunks)")
+        shown = ", ".join(f"{c[0]} n{c[1]} d{c[2]} e{c[3]}" for c in cases)
+        info(f"cli_bitwise: {len(cases)} cases bitwise equal ({shown}); max |RTC - plain| {worst:.4g} (RTC changed "
+             "the chunks)")
         self.assertGreater(worst, 0.0)
 
     def test_vjp(self):
@@ -435,6 +436,32 @@ class Runner(_Base):
             with self.assertRaises(mact.InputError) as cm:
                 r.step(self.frames, STATE)
             self.assertIn("no task", str(cm.exception))
+        # a failed inference raises in the loop's thread (from the background thread too), and again on retry
+        for bg in (True, False):
+            with mact.RealTimeRunner(self.policy, 10, task=TASK, norm_tag="nope", background=bg) as r:
+                for _ in range(2):
+                    with self.assertRaises(mact.InputError) as cm:
+                        r.step(self.frames, STATE)
+                    self.assertIn("unknown norm tag", str(cm.exception))
+                self.assertFalse(r.in_flight)
+        # a failed first call does not warm the runner: the next call is still the cold one (kept out)
+        spy, fail = Spy(self.policy), [True]
+
+        def flaky(**kw):
+            if fail.pop() if fail else False:
+                raise mact.InputError("injected failure")
+            return Spy.predict_action(spy, **kw)
+        spy.predict_action = flaky
+        clock = FakeClock(10)
+        r = mact.RealTimeRunner(spy, 10, task=TASK, queue_threshold=4, clock=clock, sleep=clock.sleep,
+                                simulated_latency=[9.5, 9.5, 2.5, 2.5])
+        with self.assertRaises(mact.InputError):
+            r.step(self.frames, STATE)
+        for _ in range(12):
+            r.step(self.frames, STATE)
+            clock.tick()
+        self.assertEqual([i.cold for i in r.inferences], [True, True, False])
+        self.assertEqual(len(r.latencies), 1)
 
 
 class AdapterRealTime(_Base):
