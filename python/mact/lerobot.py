@@ -51,10 +51,16 @@ class LeRobotAdapter:
     library's default seed; an int s: chunk k (counted from reset()) from seed s + k. Other keyword arguments
     (num_steps, ...) go to predict_action.
 
+    real_time: None: the plain queue above (each chunk predicted when the last is used up, the loop waiting
+    for it). A dict of mact.RealTimeRunner's keyword arguments, with ``fps`` (e.g. ``{"fps": 30,
+    "queue_threshold": 5}``): select_action() is then the runner's step(): the next chunk is inferred on a
+    background thread while the current one runs and joined to it by real-time chunking (``runner``; call
+    close() at the end).
+
     The action: float32 [1, action_dim] when observation.state has a batch dimension, else [action_dim]."""
 
     def __init__(self, policy, camera_keys=None, norm_tag=None, n_action_steps=None, task=None, seed=None,
-                 **predict_kwargs):
+                 real_time=None, **predict_kwargs):
         self.policy = policy
         self.norm_tag = norm_tag
         keys = policy.camera_keys(norm_tag) if camera_keys is None else camera_keys
@@ -69,13 +75,28 @@ class LeRobotAdapter:
         self._queue = collections.deque()
         self._chunks = 0
         self.last_output = None
+        self.runner = None
+        if real_time is not None:
+            from .realtime import RealTimeRunner
+            rt = dict(real_time)
+            if "fps" not in rt:
+                raise input_error("real_time: a dict of RealTimeRunner's arguments with \"fps\" (the control rate)")
+            self.runner = RealTimeRunner(policy, rt.pop("fps"), norm_tag=norm_tag, n_action_steps=n_action_steps,
+                                         seed=seed, **predict_kwargs, **rt)
 
     def reset(self):
         self._queue.clear()
         self._chunks = 0
+        if self.runner is not None:
+            self.runner.reset()
 
-    def predict_chunk(self, observation):
-        """One predict_action on a LeRobot observation -> mact.ActionOutput (the queue untouched)."""
+    def close(self):
+        """Stops the real-time runner's thread (nothing to do without one). Idempotent."""
+        if self.runner is not None:
+            self.runner.close()
+
+    def _inputs(self, observation):
+        """A LeRobot observation -> (images, state, task) as predict_action takes them."""
         missing = [k for k in self.camera_keys + ["observation.state"] if k not in observation]
         if missing:
             raise input_error(f"observation lacks {', '.join(missing)} (has {', '.join(map(str, observation))})")
@@ -88,6 +109,11 @@ class LeRobotAdapter:
             task = task[0]
         if task is None:
             raise input_error("no task: the observation has no \"task\" and none was given to the adapter")
+        return images, state, task
+
+    def predict_chunk(self, observation):
+        """One predict_action on a LeRobot observation -> mact.ActionOutput (the queue untouched)."""
+        images, state, task = self._inputs(observation)
         seed = None if self.seed is None else self.seed + self._chunks
         out = self.policy.predict_action(images=images, task=task, state=state, norm_tag=self.norm_tag,
                                          n_action_steps=self.n_action_steps, seed=seed, **self.predict_kwargs)
@@ -97,6 +123,9 @@ class LeRobotAdapter:
 
     def select_action(self, observation):
         batched = _numpy(observation.get("observation.state", [])).ndim == 2
+        if self.runner is not None:
+            row = self.runner.step(*self._inputs(observation))
+            return row[None] if batched else row
         if not self._queue:
             self._queue.extend(self.predict_chunk(observation).actions[0])
         row = self._queue.popleft()
@@ -105,4 +134,4 @@ class LeRobotAdapter:
     @property
     def queued(self):
         """Actions left in the current chunk."""
-        return len(self._queue)
+        return self.runner.queued if self.runner is not None else len(self._queue)

@@ -234,6 +234,52 @@ def _check_modes(inference_action_mode, enable_depth_reasoning):
                                   "depth reasoning (pass False)")
 
 
+_RTC_SCHEDULES = ("linear", "zeros", "ones", "exp")
+_RTC_GUIDANCES = ("identity", "vjp")
+
+
+def _rtc_name(lib, fn, v, what, names):
+    if not isinstance(v, str):
+        raise TypeError(f"{what} must be a str, not {type(v).__name__}")
+    out = ctypes.c_int()
+    if "\0" in v or getattr(lib, fn)(v.encode("utf-8", "replace"), ctypes.byref(out)):
+        raise input_error(f"{what} {v!r}: unknown; expected one of {', '.join(names)}")
+    return out.value
+
+
+def _rtc_options(prev_actions, inference_delay, execution_horizon, schedule, max_guidance_weight, guidance, lib):
+    """predict_action's real-time chunking arguments -> (mact_rtc_options, the float32 rows it points into, to
+    be kept alive for the call). prev_actions None: n_prev 0, RTC off (the library still checks the numbers
+    given and refuses a delay without rows)."""
+    sched = _rtc_name(lib, "mact_rtc_schedule_parse", schedule, "rtc_schedule", _RTC_SCHEDULES)
+    guid = _rtc_name(lib, "mact_rtc_guidance_parse", guidance, "rtc_guidance", _RTC_GUIDANCES)
+    delay = _opt_int(inference_delay, "inference_delay", zero_ok=True)
+    eh = _opt_int(execution_horizon, "execution_horizon")
+    if isinstance(max_guidance_weight, bool) or not isinstance(max_guidance_weight, (int, float, np.number)):
+        raise TypeError(f"max_guidance_weight must be a number, not {type(max_guidance_weight).__name__}")
+    beta = float(max_guidance_weight)
+    if beta == 0.0:
+        # the library reads 0 as its default (10): refused rather than silently meaning 10
+        raise input_error("max_guidance_weight 0: must be > 0 (10.0 is LeRobot's default)")
+    rows = None
+    if prev_actions is not None:
+        rows = _array(prev_actions, "prev_actions", np.float32)
+        if rows.ndim == 3 and rows.shape[0] == 1:
+            rows = rows[0]
+        if rows.ndim != 2:
+            raise input_error(f"prev_actions: shape {tuple(np.shape(prev_actions))}; expected [n, action_dim] "
+                              "(the previous chunk's rows not executed yet)")
+        if rows.shape[0] == 0:
+            raise input_error(f"prev_actions: shape {tuple(rows.shape)} has no rows; pass None to predict "
+                              "without real-time chunking")
+        rows = np.ascontiguousarray(rows)
+    rtc = _lib.RtcOptions(prev_actions=None if rows is None else rows.ctypes.data,
+                          n_prev=0 if rows is None else rows.shape[0], prev_dim=0 if rows is None else rows.shape[1],
+                          inference_delay=delay, execution_horizon=eh, schedule=sched,
+                          max_guidance_weight=beta, guidance=guid)
+    return rtc, rows
+
+
 class Session:
     """One mact_session: the buffers, threads and error string of inferences run by one thread at a time.
 
@@ -313,7 +359,8 @@ class Session:
     # ---- the integrator's call ----
     def predict_action(self, images, task, state, norm_tag=None, num_steps=None, seed=None, noise=None,
                        n_action_steps=None, inference_action_mode="continuous", enable_depth_reasoning=False,
-                       processor=None):
+                       processor=None, prev_actions=None, inference_delay=0, execution_horizon=None,
+                       rtc_schedule="linear", max_guidance_weight=10.0, rtc_guidance="identity"):
         """Camera frames + task + raw state -> ActionOutput (``.actions`` float32 [1, n, action_dim], robot units).
 
         images: PIL images or HxWx3 uint8 RGB arrays, in the checkpoint's camera order (the norm tag's
@@ -332,6 +379,24 @@ class Session:
         processor: accepted for the model card's call and ignored: the engine does its own preprocessing
             (resize, normalisation, patching, prompt and tokenizer from the checkpoint's files), so a
             transformers AutoProcessor has nothing to do here.
+
+        Real-time chunking (RTC, mact_rtc_options; mact.RealTimeRunner drives it for a control loop): the flow
+        loop is guided toward the previous chunk's rows the robot has not executed yet, so the new chunk
+        continues the one being executed.
+        prev_actions: those rows, [n, action_dim] (a leading batch dimension of 1 is accepted), in robot units
+            exactly as predict_action returned them, first the next row the robot executes; 1..horizon rows,
+            finite. None: RTC off, bit for bit the result without it. Never pad them: rows past the ones given
+            are not guided (a zero row would mean the dataset's mean).
+        inference_delay: d, rows the robot executes while this call runs (0..n, below the horizon): the new
+            chunk's rows [0, d) are guided to equal prev_actions[0:d] and are already in the past when it
+            returns; the caller continues at the row it has reached.
+        execution_horizon: rows guided (None: the library's default, 10), capped at the rows given.
+        rtc_schedule: the prefix weights past d: "linear" (LeRobot's default), "zeros", "ones" or "exp".
+        max_guidance_weight: the cap of the guidance weight (finite, > 0; 10.0 as LeRobot's).
+        rtc_guidance: "identity" (LeRobot's: the Jacobian taken as the identity) or "vjp" (the paper's
+            vector-Jacobian product).
+        The library checks these (row width, finiteness, delay against the rows and the horizon, ...) and its
+        message is the raised mact.Error's; unknown schedule or guidance names are refused before the call.
         """
         _check_modes(inference_action_mode, enable_depth_reasoning)
         st = self._state
@@ -376,11 +441,14 @@ class Session:
         opts = _lib.PredictOptions(norm_tag=tag_b, num_steps=steps, n_action_steps=nas,
                                    noise=None if noise_a is None else noise_a.ctypes.data,
                                    noise_len=0 if noise_a is None else noise_a.size, seed=seed_v)
+        rtc, prev_a = _rtc_options(prev_actions, inference_delay, execution_horizon, rtc_schedule,
+                                   max_guidance_weight, rtc_guidance, st.lib)
         inp = _lib.PredictInput(frames=cams, n_frames=len(frames), task=task_b, state=sv.ctypes.data,
-                                state_dim=sv.size, options=opts)
+                                state_dim=sv.size, options=opts, rtc=rtc)
         out = _lib.PredictOutput(actions=buf.ctypes.data, actions_cap=cap)
         with self._use() as p:
             self._check(p, st.lib.mact_predict(p, ctypes.byref(inp), ctypes.byref(out)))
+        del prev_a  # the rows rtc.prev_actions points into: alive until here
         n, d = out.n_steps, out.action_dim
         t = out.timings
         timings = {"preprocess": t.preprocess_ms, "vision": t.vision_ms, "llm": t.llm_ms, "action": t.action_ms,
@@ -672,11 +740,14 @@ class Policy:
 
     def predict_action(self, images, task, state, norm_tag=None, num_steps=None, seed=None, noise=None,
                        n_action_steps=None, inference_action_mode="continuous", enable_depth_reasoning=False,
-                       processor=None):
+                       processor=None, prev_actions=None, inference_delay=0, execution_horizon=None,
+                       rtc_schedule="linear", max_guidance_weight=10.0, rtc_guidance="identity"):
         return self._thread_session().predict_action(
             images, task, state, norm_tag=norm_tag, num_steps=num_steps, seed=seed, noise=noise,
             n_action_steps=n_action_steps, inference_action_mode=inference_action_mode,
-            enable_depth_reasoning=enable_depth_reasoning, processor=processor)
+            enable_depth_reasoning=enable_depth_reasoning, processor=processor, prev_actions=prev_actions,
+            inference_delay=inference_delay, execution_horizon=execution_horizon, rtc_schedule=rtc_schedule,
+            max_guidance_weight=max_guidance_weight, rtc_guidance=rtc_guidance)
 
     predict_action.__doc__ = ("On the calling thread's own session: " + Session.predict_action.__doc__)
 
