@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm (python3-websockets, -msgpack, -requests, -pil)
 # mact serve: each protocol's actions bitwise equal to `mact run`; hostile and broken clients (each followed by a
-# good request and /livez); the API key per protocol; busy and deadline answers; SIGTERM drains and exits 0.
+# good request and /livez); the API key per protocol; busy and deadline answers; SIGTERM drains and exits 0;
+# real-time chunking keys per protocol and vla-eval --replan-steps (tests/serve/test_rtc.py).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -65,6 +66,13 @@ if wait_ready "$SPID" "$A"; then
     "$PY" tests/serve/test_auth_busy.py "$A" "$B" "$C" || fail=1
     stop || failt serve2_exit "exit status $?"
 else failt serve2_ready "$(tail -3 "$T/serve2.log")"; fi
+
+# real-time chunking: RTC keys on every protocol (bitwise `mact run --prev-actions`), bad keys, vla-eval re-planning
+start "$T/serve4.log" --openpi @A --act @B --vla-eval @C --replan-steps 3 --replan-schedule ones
+if wait_ready "$SPID" "$A"; then
+    "$PY" tests/serve/test_rtc.py "$T/tiny" "$T" "$A" "$B" "$C" 3 || fail=1
+    stop || failt serve4_exit "exit status $?"
+else failt serve4_ready "$(tail -3 "$T/serve4.log")"; fi
 
 start "$T/serve3.log" --act @B
 if wait_ready "$SPID" "$B"; then

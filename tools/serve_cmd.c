@@ -29,6 +29,10 @@ static int serve_usage(FILE *f)
             "  --precision P            fp32|bf16|int8 (default bf16)   --pack-cache DIR\n"
             "  --openpi-images K1,K2 --openpi-state K --openpi-task K       observation keys (also --act-*, --vla-*,\n"
             "                           --yam-images); dotted keys are paths into nested maps\n"
+            "  --replan-steps K         vla-eval: infer again once K rows of a chunk were served, guided (real-time\n"
+            "                           chunking) by the rows left, delay 0 (default 0: only when the chunk is used up)\n"
+            "  --replan-schedule S      zeros|ones|linear|exp (default linear)   --replan-horizon E (default 10)\n"
+            "  --replan-max-guidance-weight B (default 10)   --replan-guidance identity|vjp (default identity)\n"
             "  --quiet                  no per-request log lines\n");
     return 2;
 }
@@ -67,6 +71,22 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--idle-timeout")) c.idle_timeout_s = atoi(v);
         else if (!strcmp(a, "--drain-timeout")) c.drain_timeout_s = atoi(v);
         else if (!strcmp(a, "--norm-tag")) c.norm_tag = v;
+        else if (!strcmp(a, "--replan-steps") || !strcmp(a, "--replan-horizon")) {
+            char *end;
+            long k = strtol(v, &end, 10);
+            if (*end || k < 0 || k > 4096) { fprintf(stderr, "mact serve: %s takes an integer in 0..4096\n", a); return 2; }
+            if (a[9] == 's') c.replan_steps = (int)k;
+            else c.replan_rtc.execution_horizon = (int)k;
+        } else if (!strcmp(a, "--replan-schedule")) {
+            if (mact_rtc_schedule_parse(v, &c.replan_rtc.schedule)) { fprintf(stderr, "mact serve: --replan-schedule is zeros, ones, linear or exp\n"); return 2; }
+        } else if (!strcmp(a, "--replan-guidance")) {
+            if (mact_rtc_guidance_parse(v, &c.replan_rtc.guidance)) { fprintf(stderr, "mact serve: --replan-guidance is identity or vjp\n"); return 2; }
+        } else if (!strcmp(a, "--replan-max-guidance-weight")) {
+            char *end;
+            double b = strtod(v, &end);
+            if (*end || !(b >= 0) || b > 1e30) { fprintf(stderr, "mact serve: --replan-max-guidance-weight takes a finite number >= 0\n"); return 2; }
+            c.replan_rtc.max_guidance_weight = (float)b;
+        }
         else if (!strcmp(a, "--pack-cache")) c.pack_cache = v;
         else if (!strcmp(a, "--precision")) {
             mact_precision p;

@@ -78,7 +78,13 @@ typedef struct {
     char norm_tag[128];
     char req_id[128];
     int has_id, id_is_int;
+    /* real-time chunking: the request's RTC keys (rtc.prev_actions points at prev when rows were sent) */
+    mact_rtc_options rtc;
+    float *prev;               /* [rtc.n_prev, rtc.prev_dim], robot units; NULL: no prev_actions key */
+    unsigned rtc_keys;         /* SRV_RTC_* bits: which RTC keys the request carried */
 } srv_req;
+enum { SRV_RTC_ROWS = 1, SRV_RTC_DELAY = 2, SRV_RTC_HORIZON = 4, SRV_RTC_SCHEDULE = 8, SRV_RTC_WEIGHT = 16,
+       SRV_RTC_GUIDANCE = 32 };
 void srv_req_free(srv_req *r);
 /* Fills the scalar options (seed, noise, num_steps, n_action_steps, request id, tag) from the arrays that
  * were found; each NULL means absent. */
@@ -126,6 +132,7 @@ typedef struct srv_conn {
     /* the worker holding this connection's in-flight job */
     float *chunk;              /* vla-eval: the rows left of the last chunk */
     int chunk_rows, chunk_pos, chunk_dim;
+    long long chunk_served;    /* vla-eval: rows of the current chunk served (--replan-steps counts these) */
     atomic_llong prev_total_us;  /* openpi: the previous request's total time */
     long long n_requests;
 } srv_conn;

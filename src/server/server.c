@@ -230,7 +230,14 @@ static void config_json(srv *S, srv_buf *b)
                    S->keylen ? "true" : "false");
     for (int p = 0; p < SRV_NPROTO; p++)
         srv_buf_printf(b, "%s\"%s\": %s", p ? ", " : "", PROTO_NAME[p], S->keylen && c->key_required[p] ? "true" : "false");
-    srv_buf_printf(b, "}, \"precision\": \"%s\", \"norm_tag\": \"%s\", \"keys\": {", mact_precision_str(S->mi.precision), S->tag_name);
+    static const char *const sched[] = {"linear", "zeros", "ones", "exp"};
+    srv_buf_printf(b, "}, \"replan_steps\": %d, \"replan_rtc\": {\"schedule\": \"%s\", \"execution_horizon\": %d, "
+                   "\"max_guidance_weight\": %g, \"guidance\": \"%s\"}", c->replan_steps,
+                   sched[(unsigned)c->replan_rtc.schedule & 3], c->replan_rtc.execution_horizon ? c->replan_rtc.execution_horizon
+                   : MACT_RTC_DEFAULT_EXECUTION_HORIZON, c->replan_rtc.max_guidance_weight > 0 ?
+                   (double)c->replan_rtc.max_guidance_weight : (double)MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT,
+                   c->replan_rtc.guidance == MACT_RTC_VJP ? "vjp" : "identity");
+    srv_buf_printf(b, ", \"precision\": \"%s\", \"norm_tag\": \"%s\", \"keys\": {", mact_precision_str(S->mi.precision), S->tag_name);
     for (int p = 0; p < SRV_NPROTO; p++) {
         const srv_keys *k = &c->keys[p];
         srv_buf_printf(b, "%s\"%s\": {\"cameras\": [", p ? ", " : "", PROTO_NAME[p]);
@@ -415,6 +422,8 @@ int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv
     in.options.noise = r->noise;
     in.options.noise_len = r->noise_len;
     in.options.seed = r->seed;
+    in.rtc = r->rtc;   /* all zero without RTC keys: off, today's result bit for bit */
+    in.rtc.prev_actions = r->prev;
     *out = (mact_predict_output){.actions = w->actions, .actions_cap = w->cap};
     double t0 = srv_now_ms();
     j->decode_ms = t0 - j->t_start;
@@ -422,7 +431,9 @@ int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv
     j->infer_ms = srv_now_ms() - t0;
     j->did_infer = 1;
     if (rc) {
-        snprintf(err, el, "%s%s", rc == MACT_ERR_INPUT ? "" : "internal: ", mact_session_error(w->s));
+        /* UNSUPPORTED from mact_predict: a request option this build lacks (RTC guidance vjp), the client's to drop */
+        snprintf(err, el, "%s%s", rc == MACT_ERR_INPUT || rc == MACT_ERR_UNSUPPORTED ? "" : "internal: ",
+                 mact_session_error(w->s));
         return -1;
     }
     j->timings = out->timings;

@@ -50,6 +50,10 @@ typedef struct {
     mact_precision precision;
     const char *pack_cache;
     int log_requests;                /* one line per request on stderr */
+    /* vla-eval: with replan_steps K > 0, infer again once K rows of the current chunk were served, guided (RTC)
+     * by the rows left; replan_rtc holds the guidance options of those inferences (delay 0, rows filled in) */
+    int replan_steps;
+    mact_rtc_options replan_rtc;
 } srv_config;
 
 void srv_config_defaults(srv_config *c);

@@ -599,6 +599,7 @@ void srv_req_free(srv_req *r)
     for (int i = 0; i < SRV_MAX_CAMS; i++) mact_image_free(&r->img[i]);
     free(r->task);
     free(r->noise);
+    free(r->prev);
     memset(r, 0, sizeof *r);
 }
 
