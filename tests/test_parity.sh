@@ -5,7 +5,11 @@
 # Thresholds (issue #3-#5; observed values are printed on every line and summarised in docs/parity.md):
 #   cosine >= 0.99999 for every boundary tensor (observed >= 0.9999999 on tiny and wide),
 #   max abs err <= 1e-4 x max|ref| per tensor (observed ~1e-6 relative),
-#   normalised actions max abs err <= 1e-4 (observed ~1e-6).
+#   normalised actions max abs err <= 1e-4 (observed ~1e-6); the same for the RTC boundaries action_rtc
+#   (identity guidance) and action_rtc_vjp (vjp guidance) every golden set carries (make_golden.py: delay 2,
+#   execution horizon H, linear schedule, max guidance weight 10; rows H - 2).
+# rtc_vjp_direct_*: mact's vjp alone against torch.autograd on fresh random inputs (tests/reference/
+#   rtc_vjp_check.py: one flow step identity vs vjp): cosine >= 0.99999, max abs <= 1e-4 x max|ref|.
 # SEED=... replays a run; MACT_PARITY_WIDE=0 skips the full-width presets (they dominate the time).
 set -u
 cd "$(dirname "$0")/.."
@@ -47,6 +51,20 @@ run_case tiny_no_qknorm    "tiny --qk-norm none --dtype f32"      "--n-images 1 
 run_case tiny_drop_eos     "tiny --action-mode both"              "--n-images 2"
 run_case tiny_so101_steps  "tiny --norm-tag so101"                "--n-images 2 --steps 10 --horizon 30 --compressed"
 CRAFT=craft_sampler run_case tiny_sampler_edges "tiny"            "--n-images 3 --seq-len 70"
+# the action expert without its qk norm and RoPE (the vjp's other paths)
+run_case tiny_ae_plain     "tiny --ae-no-qk-norm --ae-no-rope"    "--n-images 1 --seq-len 40 --steps 3 --rtc-schedule exp --rtc-delay 1"
+# the C vjp alone against autograd: name, checkpoint case, extra args
+run_vjp() {
+    local name=$1 ck="$T/ck_$2" log="$T/vjp_$1.log"; shift 2
+    if [ ! -d "$ck" ]; then echo "FAIL rtc_vjp_direct_$name: no checkpoint $ck"; return; fi
+    $PY tests/reference/rtc_vjp_check.py "$ck" --lib "$(dirname "$MACT")/libmact.so" --seed $((SEED + 17)) --name "rtc_vjp_direct_$name" \
+        "$@" >"$log" 2>&1
+    grep -E '^(PASS|FAIL|INFO) ' "$log"
+    grep -qE '^(PASS|FAIL) ' "$log" || { echo "FAIL rtc_vjp_direct_$name: the check printed no result"; tail -5 "$log"; }
+}
+run_vjp tiny tiny
+run_vjp tiny_so101_h30 tiny_so101_steps --tokens 150 --horizon 30 --beta 5
+run_vjp tiny_ae_plain tiny_ae_plain --tokens 20
 # massive activations (hidden magnitudes ~4e3): same gates; the relative max-abs bound holds too (docs/parity.md)
 run_case tiny_massive      "tiny --massive"                       "--n-images 2"
 # the reduced precisions against an existing case's fp32 golden files: name, precision, actions max abs
