@@ -30,27 +30,73 @@ typedef struct {
     int dt, acc;
 } tmm_job;
 
-static void tmm_task(void *arg, int64_t b, int tid)
+/* On x86 the product is compiled for AVX-512, AVX2 and baseline and picked at load (GCC / clang target_clones,
+ * an ifunc): the same C, vectorised; with -std=c11 nothing is contracted into FMAs, so every clone rounds the same
+ * way (each output element is one sum over n in order). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define MACT_VJP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MACT_VJP_CLONES
+#endif
+
+typedef float vf16 __attribute__((vector_size(64)));  /* 16 floats: one zmm, two ymm or four xmm */
+#define NC 64                                          /* rows of W converted into the panel at a time */
+
+/* rows [m, m + 4) of a full 64-column block: the 16 accumulators stay in registers across the panel's rows */
+static inline void tmm_rows4(float *gx, int64_t ldx, const float *gy, int64_t ldy, const float *panel, int nc,
+                             int64_t n0)
+{
+    vf16 acc[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int q = 0; q < 4; q++) memcpy(&acc[r][q], gx + r * ldx + 16 * q, sizeof(vf16));
+    for (int n = 0; n < nc; n++) {
+        vf16 w[4];
+        memcpy(w, panel + n * TB, sizeof w);
+        for (int r = 0; r < 4; r++) {
+            const float g = gy[r * ldy + n0 + n];
+            for (int q = 0; q < 4; q++) acc[r][q] += g * w[q];
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        for (int q = 0; q < 4; q++) memcpy(gx + r * ldx + 16 * q, &acc[r][q], sizeof(vf16));
+}
+
+MACT_VJP_CLONES static void tmm_task(void *arg, int64_t b, int tid)
 {
     (void)tid;
     const tmm_job *j = arg;
     const int64_t k0 = b * TB, nk = j->K - k0 < TB ? j->K - k0 : TB;
-    float wrow[TB];
+    float panel[NC * TB];
     if (!j->acc)
         for (int64_t m = 0; m < j->M; m++) memset(j->gx + m * j->ldx + k0, 0, (size_t)nk * sizeof(float));
-    for (int64_t n = 0; n < j->N; n++) {
-        const int64_t off = n * j->K + k0;
-        if (j->dt == MACT_F32) memcpy(wrow, (const float *)j->w + off, (size_t)nk * sizeof(float));
-        else if (j->dt == MACT_BF16) {
-            const uint16_t *src = (const uint16_t *)j->w + off;
-            for (int64_t k = 0; k < nk; k++) wrow[k] = mact_bf16_to_f32(src[k]);
-        } else
-            for (int64_t k = 0; k < nk; k++) wrow[k] = mact_load_f32(j->w, j->dt, off + k);
-        for (int64_t m = 0; m < j->M; m++) {
-            const float g = j->gy[m * j->ldy + n];
-            if (g == 0.f) continue;
+    for (int64_t n0 = 0; n0 < j->N; n0 += NC) {
+        const int nc = (int)(j->N - n0 < NC ? j->N - n0 : NC);
+        /* W[n0 .. n0 + nc, k0 .. k0 + nk] as fp32, rows of TB (zero past nk) */
+        for (int n = 0; n < nc; n++) {
+            const int64_t off = (n0 + n) * j->K + k0;
+            float *dst = panel + n * TB;
+            if (j->dt == MACT_F32) memcpy(dst, (const float *)j->w + off, (size_t)nk * sizeof(float));
+            else if (j->dt == MACT_BF16) {
+                const uint16_t *src = (const uint16_t *)j->w + off;
+                for (int64_t k = 0; k < nk; k++) {
+                    uint32_t u = (uint32_t)src[k] << 16;
+                    memcpy(&dst[k], &u, 4);
+                }
+            } else
+                for (int64_t k = 0; k < nk; k++) dst[k] = mact_load_f32(j->w, j->dt, off + k);
+            for (int64_t k = nk; k < TB; k++) dst[k] = 0.f;
+        }
+        int64_t m = 0;
+        if (nk == TB)
+            for (; m + 4 <= j->M; m += 4) tmm_rows4(j->gx + m * j->ldx + k0, j->ldx, j->gy + m * j->ldy, j->ldy, panel, nc, n0);
+        for (; m < j->M; m++) {  /* the rows left, and blocks narrower than TB */
             float *dst = j->gx + m * j->ldx + k0;
-            for (int64_t k = 0; k < nk; k++) dst[k] += g * wrow[k];
+            const float *gy = j->gy + m * j->ldy + n0;
+            for (int n = 0; n < nc; n++) {
+                const float g = gy[n], *w = panel + n * TB;
+                for (int64_t k = 0; k < nk; k++) dst[k] += g * w[k];
+            }
         }
     }
 }
