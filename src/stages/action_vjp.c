@@ -19,20 +19,26 @@
 #include "kernels/kernels.h"
 #include "model/session.h"
 
-/* ---- grad_x[M, K] (=|+=) grad_y[M, N] . W[N, K], W row-major as stored ---- */
-#define TB 64  /* output columns per task */
+/* ---- grad_x[M, K] (=|+=) grad_y[M, N] . W[N, K], W row-major as stored ----
+ * W is read front to back: the N rows are cut into a fixed number of parts (MACT_VJP_PARTS, independent of the
+ * thread count), each part's rows in slabs of NR consecutive rows (NR * K contiguous values, what the prefetchers
+ * follow), a slab converted to fp32 into the thread's panel as 64-column blocks [K / 64][NR][64], and multiplied
+ * into the part's own partial sums [M, Kp]; the parts' sums are then added in part order. Every output element is
+ * therefore the same sum in the same order whichever thread computes which part. */
+#define TB 64  /* columns of a block */
+#define NR MACT_VJP_NR  /* rows of W per slab */
 
 typedef struct {
-    float *gx;
+    float *gx, *part, *panel;
     const float *gy;
-    int64_t ldx, ldy, M, N, K;
+    int64_t ldx, ldy, M, N, K, Kp, nparts, panel_stride;
     const void *w;
     int dt, acc;
 } tmm_job;
 
 /* On x86 the product is compiled for AVX-512, AVX2 and baseline and picked at load (GCC / clang target_clones,
  * an ifunc): the same C, vectorised; with -std=c11 nothing is contracted into FMAs, so every clone rounds the same
- * way (each output element is one sum over n in order). */
+ * way. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__) && \
     !defined(__SANITIZE_THREAD__)
 #define MACT_VJP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -41,77 +47,98 @@ typedef struct {
 #endif
 
 typedef float vf16 __attribute__((vector_size(64)));  /* 16 floats: one zmm, two ymm or four xmm */
-#define NC 64                                          /* rows of W converted into the panel at a time */
 
-/* rows [m, m + 4) of a full 64-column block: the 16 accumulators stay in registers across the panel's rows */
-static inline void tmm_rows4(float *gx, int64_t ldx, const float *gy, int64_t ldy, const float *panel, int nc,
-                             int64_t n0)
+/* R rows of one 64-column block of the partial sums += gy[rows, n0 .. n0 + nr] . panel block; the R x 4
+ * accumulators stay in registers across the slab's rows */
+#define TMM_ROWS(R)                                                                                            \
+    static inline __attribute__((always_inline)) void tmm_rows##R(float *pp, int64_t ldp, const float *gy, int64_t ldy, const float *blk,    \
+                                   int nr)                                                                     \
+    {                                                                                                          \
+        vf16 acc[R][4];                                                                                        \
+        for (int r = 0; r < R; r++)                                                                            \
+            for (int q = 0; q < 4; q++) memcpy(&acc[r][q], pp + r * ldp + 16 * q, sizeof(vf16));               \
+        for (int n = 0; n < nr; n++) {                                                                         \
+            vf16 w[4];                                                                                         \
+            memcpy(w, blk + n * TB, sizeof w);                                                                 \
+            for (int r = 0; r < R; r++) {                                                                      \
+                const float g = gy[r * ldy + n];                                                               \
+                for (int q = 0; q < 4; q++) acc[r][q] += g * w[q];                                             \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (int r = 0; r < R; r++)                                                                            \
+            for (int q = 0; q < 4; q++) memcpy(pp + r * ldp + 16 * q, &acc[r][q], sizeof(vf16));               \
+    }
+TMM_ROWS(4)
+TMM_ROWS(1)
+
+MACT_VJP_CLONES static void tmm_part(void *arg, int64_t p, int tid)
 {
-    vf16 acc[4][4];
-    for (int r = 0; r < 4; r++)
-        for (int q = 0; q < 4; q++) memcpy(&acc[r][q], gx + r * ldx + 16 * q, sizeof(vf16));
-    for (int n = 0; n < nc; n++) {
-        vf16 w[4];
-        memcpy(w, panel + n * TB, sizeof w);
-        for (int r = 0; r < 4; r++) {
-            const float g = gy[r * ldy + n0 + n];
-            for (int q = 0; q < 4; q++) acc[r][q] += g * w[q];
+    const tmm_job *j = arg;
+    const int64_t n_begin = p * j->N / j->nparts, n_end = (p + 1) * j->N / j->nparts, K = j->K, Kp = j->Kp;
+    const int64_t nkb = Kp / TB;
+    float *part = j->part + p * j->M * Kp, *panel = j->panel + (int64_t)tid * j->panel_stride;
+    memset(part, 0, (size_t)(j->M * Kp) * sizeof(float));
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += NR) {
+        const int nr = (int)(n_end - n0 < NR ? n_end - n0 : NR);
+        for (int n = 0; n < nr; n++) {  /* row n0 + n of W into panel[kb][n][:] */
+            const int64_t off = (n0 + n) * K;
+            for (int64_t kb = 0; kb < nkb; kb++) {
+                float *dst = panel + (kb * NR + n) * TB;
+                const int64_t k0 = kb * TB, nk = K - k0 < TB ? K - k0 : TB;
+                if (j->dt == MACT_F32) memcpy(dst, (const float *)j->w + off + k0, (size_t)nk * sizeof(float));
+                else if (j->dt == MACT_BF16) {
+                    const uint16_t *src = (const uint16_t *)j->w + off + k0;
+                    for (int64_t k = 0; k < nk; k++) {
+                        uint32_t u = (uint32_t)src[k] << 16;
+                        memcpy(&dst[k], &u, 4);
+                    }
+                } else
+                    for (int64_t k = 0; k < nk; k++) dst[k] = mact_load_f32(j->w, j->dt, off + k0 + k);
+                for (int64_t k = nk; k < TB; k++) dst[k] = 0.f;
+            }
+        }
+        for (int64_t kb = 0; kb < nkb; kb++) {
+            const float *blk = panel + kb * NR * TB;
+            int64_t m = 0;
+            for (; m + 4 <= j->M; m += 4) tmm_rows4(part + m * Kp + kb * TB, Kp, j->gy + m * j->ldy + n0, j->ldy, blk, nr);
+            for (; m < j->M; m++) tmm_rows1(part + m * Kp + kb * TB, Kp, j->gy + m * j->ldy + n0, j->ldy, blk, nr);
         }
     }
-    for (int r = 0; r < 4; r++)
-        for (int q = 0; q < 4; q++) memcpy(gx + r * ldx + 16 * q, &acc[r][q], sizeof(vf16));
 }
 
-MACT_VJP_CLONES static void tmm_task(void *arg, int64_t b, int tid)
+/* gx[:, block b] (=|+=) the parts' sums in part order */
+static void tmm_reduce(void *arg, int64_t b, int tid)
 {
     (void)tid;
     const tmm_job *j = arg;
     const int64_t k0 = b * TB, nk = j->K - k0 < TB ? j->K - k0 : TB;
-    float panel[NC * TB];
-    if (!j->acc)
-        for (int64_t m = 0; m < j->M; m++) memset(j->gx + m * j->ldx + k0, 0, (size_t)nk * sizeof(float));
-    for (int64_t n0 = 0; n0 < j->N; n0 += NC) {
-        const int nc = (int)(j->N - n0 < NC ? j->N - n0 : NC);
-        /* W[n0 .. n0 + nc, k0 .. k0 + nk] as fp32, rows of TB (zero past nk) */
-        for (int n = 0; n < nc; n++) {
-            const int64_t off = (n0 + n) * j->K + k0;
-            float *dst = panel + n * TB;
-            if (j->dt == MACT_F32) memcpy(dst, (const float *)j->w + off, (size_t)nk * sizeof(float));
-            else if (j->dt == MACT_BF16) {
-                const uint16_t *src = (const uint16_t *)j->w + off;
-                for (int64_t k = 0; k < nk; k++) {
-                    uint32_t u = (uint32_t)src[k] << 16;
-                    memcpy(&dst[k], &u, 4);
-                }
-            } else
-                for (int64_t k = 0; k < nk; k++) dst[k] = mact_load_f32(j->w, j->dt, off + k);
-            for (int64_t k = nk; k < TB; k++) dst[k] = 0.f;
-        }
-        int64_t m = 0;
-        if (nk == TB)
-            for (; m + 4 <= j->M; m += 4) tmm_rows4(j->gx + m * j->ldx + k0, j->ldx, j->gy + m * j->ldy, j->ldy, panel, nc, n0);
-        for (; m < j->M; m++) {  /* the rows left, and blocks narrower than TB */
-            float *dst = j->gx + m * j->ldx + k0;
-            const float *gy = j->gy + m * j->ldy + n0;
-            for (int n = 0; n < nc; n++) {
-                const float g = gy[n], *w = panel + n * TB;
-                for (int64_t k = 0; k < nk; k++) dst[k] += g * w[k];
-            }
+    for (int64_t m = 0; m < j->M; m++) {
+        float *dst = j->gx + m * j->ldx + k0;
+        for (int64_t k = 0; k < nk; k++) {
+            float acc = j->part[m * j->Kp + k0 + k];
+            for (int64_t p = 1; p < j->nparts; p++) acc += j->part[(p * j->M + m) * j->Kp + k0 + k];
+            dst[k] = j->acc ? dst[k] + acc : acc;
         }
     }
 }
 
-static void tmatmul(const mact_kctx *kc, float *gx, int64_t ldx, const float *gy, int64_t ldy, const mact_tensor *W,
-                    int64_t M, int64_t N, int64_t K, int acc)
+static void tmatmul(const struct mact_session *s, float *gx, int64_t ldx, const float *gy, int64_t ldy,
+                    const mact_tensor *W, int64_t M, int64_t N, int64_t K, int acc)
 {
-    tmm_job j = {gx, gy, ldx, ldy, M, N, K, W->data, W->dtype, acc};
-    mact_kctx_run(kc, (K + TB - 1) / TB, mact_gemm_parallel(M, N, K), tmm_task, &j);
+    const mact_kctx *kc = &s->kc;
+    int64_t parts = (N + NR - 1) / NR;
+    if (parts > MACT_VJP_PARTS) parts = MACT_VJP_PARTS;
+    tmm_job j = {gx, s->vj_part, s->vj_panel, gy, ldx, ldy, M, N, K, (K + TB - 1) / TB * TB, parts,
+                 s->vj_panel_stride, W->data, W->dtype, acc};
+    const int par = mact_gemm_parallel(M, N, K);
+    mact_kctx_run(kc, parts, par, tmm_part, &j);
+    mact_kctx_run(kc, j.Kp / TB, par && parts * M * K > 65536, tmm_reduce, &j);
 }
 
 /* full-width product with a weight [N, K]: gx[M, K] = gy[M, N] W */
-static void tmm(const mact_kctx *kc, float *gx, const float *gy, const mact_tensor *W, int64_t M, int acc)
+static void tmm(const struct mact_session *s, float *gx, const float *gy, const mact_tensor *W, int64_t M, int acc)
 {
-    tmatmul(kc, gx, W->shape[1], gy, W->shape[0], W, M, W->shape[0], W->shape[1], acc);
+    tmatmul(s, gx, W->shape[1], gy, W->shape[0], W, M, W->shape[0], W->shape[1], acc);
 }
 
 /* ---- elementwise backward pieces ---- */
@@ -257,7 +284,7 @@ void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *cx, const floa
     /* backward: gz = dL/dz with L = <e, v> */
     float *gz = s->vj_gz, *gu = s->vj_gu, *gq = s->vj_gq, *t2 = s->vj_t2;
     const float *mf = cx->mod + L * 9 * AH;
-    tmatmul(kc, gu, AH, e, A, &w->final_w, h, A, AH, 0);  /* final_w [A, AH] */
+    tmatmul(s, gu, AH, e, A, &w->final_w, h, A, AH, 0);  /* final_w [A, AH] */
     for (int64_t i = 0; i < h; i++)
         for (int64_t d = 0; d < AH; d++) gu[i * AH + d] *= 1.f + mf[AH + d];
     rms_bwd(gz, AH, ZS(3 * L), AH, gu, AH, h, AH, eps, 0);
@@ -268,7 +295,7 @@ void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *cx, const floa
         /* MLP: z3 = z2 + g_mlp * down(silu(gate) * up) */
         for (int64_t i = 0; i < h; i++)
             for (int64_t d = 0; d < AH; d++) gu[i * AH + d] = m[8 * AH + d] * gz[i * AH + d];
-        tmm(kc, t1, gu, &b->down_w, h, 0);  /* d hmid [h, I] */
+        tmm(s, t1, gu, &b->down_w, h, 0);  /* d hmid [h, I] */
         {
             const float *G = GATE(l), *U = UP(l);
             for (int64_t k = 0; k < h * I; k++) {
@@ -277,15 +304,15 @@ void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *cx, const floa
                 t1[k] = gh * g * sg;                              /* d up */
             }
         }
-        tmm(kc, gu, t2, &b->gate_w, h, 0);
-        tmm(kc, gu, t1, &b->up_w, h, 1);
+        tmm(s, gu, t2, &b->gate_w, h, 0);
+        tmm(s, gu, t1, &b->up_w, h, 1);
         for (int64_t i = 0; i < h; i++)
             for (int64_t d = 0; d < AH; d++) gu[i * AH + d] *= 1.f + m[7 * AH + d];
         rms_bwd(gz, AH, z2, AH, gu, AH, h, AH, eps, 1);
         /* cross-attention: z2 = z1 + g_mca * xo(attn(qn(xq(u)), K, V)) */
         for (int64_t i = 0; i < h; i++)
             for (int64_t d = 0; d < AH; d++) gu[i * AH + d] = m[5 * AH + d] * gz[i * AH + d];
-        tmm(kc, att, gu, &b->xo_w, h, 0);  /* d att [h, AH] */
+        tmm(s, att, gu, &b->xo_w, h, 0);  /* d att [h, AH] */
         {
             const float *K = cx->kctx + l * n * AH, *V = cx->vctx + l * n * AH;
             float *kt = s->vj_kt, *vt = s->vj_vt, *S = s->vj_s, *dP = s->vj_dp;
@@ -306,21 +333,21 @@ void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *cx, const floa
                     float *pr = S + i * n, *dr = dP + i * n, D = dotf(pr, dr, n);
                     for (int64_t j = 0; j < n; j++) dr[j] = scale * pr[j] * (dr[j] - D);
                 }
-                tmatmul(kc, gq + hh * hd, AH, dP, n, &Kt, h, n, hd, 0);  /* dq = dS k */
+                tmatmul(s, gq + hh * hd, AH, dP, n, &Kt, h, n, hd, 0);  /* dq = dS k */
             }
         }
         if (c->ae_qk_norm) {
             rms_bwd(t2, hd, XQ(l), hd, gq, hd, h * NH, hd, eps, 0);
-            tmm(kc, gu, t2, &b->xq_w, h, 0);
+            tmm(s, gu, t2, &b->xq_w, h, 0);
         } else
-            tmm(kc, gu, gq, &b->xq_w, h, 0);
+            tmm(s, gu, gq, &b->xq_w, h, 0);
         for (int64_t i = 0; i < h; i++)
             for (int64_t d = 0; d < AH; d++) gu[i * AH + d] *= 1.f + m[4 * AH + d];
         rms_bwd(gz, AH, z1, AH, gu, AH, h, AH, eps, 1);
         /* self-attention: z1 = z0 + g_msa * out(attn(rope(norm(q)), rope(norm(k)), v)) */
         for (int64_t i = 0; i < h; i++)
             for (int64_t d = 0; d < AH; d++) gu[i * AH + d] = m[2 * AH + d] * gz[i * AH + d];
-        tmm(kc, att, gu, &b->out_w, h, 0);  /* d att [h, AH] */
+        tmm(s, att, gu, &b->out_w, h, 0);  /* d att [h, AH] */
         {
             const float *qkv = QKV(l), *qk = QK(l), *P = PS(l);
             float *g3 = t2, *dS = s->vj_dp;  /* g3: d (q | k | v) [h, 3 AH] */
@@ -362,13 +389,13 @@ void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *cx, const floa
                 for (int64_t i = 0; i < h; i++)
                     rms_bwd(g3 + i * 3 * AH, hd, qkv + i * 3 * AH, hd, g3 + i * 3 * AH, hd, 2 * NH, hd, eps, 0);
         }
-        tmm(kc, gu, t2, &b->qkv_w, h, 0);
+        tmm(s, gu, t2, &b->qkv_w, h, 0);
         for (int64_t i = 0; i < h; i++)
             for (int64_t d = 0; d < AH; d++) gu[i * AH + d] *= 1.f + m[AH + d];
         rms_bwd(gz, AH, z0, AH, gu, AH, h, AH, eps, 1);
     }
     /* through action_embed [AH, A]: e += time * gz W */
-    tmatmul(kc, s->vj_gx, A, gz, AH, &w->action_embed_w, h, AH, A, 0);
+    tmatmul(s, s->vj_gx, A, gz, AH, &w->action_embed_w, h, AH, A, 0);
     for (int64_t k = 0; k < h * A; k++) e[k] += time * s->vj_gx[k];
 #undef ZS
 #undef QKV
