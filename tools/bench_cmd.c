@@ -8,6 +8,9 @@
  *   vision  mact_vision_run (all images)
  *   llm     mact_embed_run + mact_attention_bias_run + mact_llm_layers_run (all layers; the last one K/V only)
  *   action  mact_encoder_mask_run + mact_action_generate_run (context projection + every flow step)
+ *   act+rtc / act+vjp  mact_action_generate_run again with RTC guidance (identity / vjp) toward H - 2 random
+ *           normalised previous rows (delay 2, execution horizon H, linear, max guidance weight 10), beside
+ *           the plain stage (not in the total), and the per-flow-step ms of the three with their ratio
  * Prints per stage the median and min ms, GFLOP (counted from the config), GFLOP/s and the fraction of
  * the GEMM peak measured by a packed-GEMM microbenchmark in the same run (and the instruction-level
  * peak), plus cold start (load + pack), peak RSS, LLM prefill tokens/s and the action expert's weight

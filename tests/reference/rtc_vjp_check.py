@@ -92,7 +92,22 @@ def main(argv=None):
             return 1
         outs[name] = traj
     lib.mact_session_free(sess)
+    # the vjp does not depend on the thread count: one thread against the default pool, bit for bit
+    sess1 = ctypes.c_void_p()
+    so1 = SessionOptions(max_tokens=max(N, 64), n_threads=1)
+    if lib.mact_session_new(model, ctypes.byref(so1), ctypes.byref(sess1), err, 1024):
+        print(f"FAIL {a.name}: session: {err.value.decode()}")
+        return 1
+    traj1 = x.copy()
+    ro = RtcOptions(prev_actions=prev.ctypes.data, n_prev=n_prev, prev_dim=adim, inference_delay=delay,
+                    execution_horizon=horizon, schedule=0, max_guidance_weight=a.beta, guidance=1)
+    rc = lib.mact_action_generate_rtc(sess1, traj1.ctypes.data, H, adim, 1, kc.ctypes.data, vc.ctypes.data,
+                                      em.ctypes.data, N, ctypes.byref(ro))
+    lib.mact_session_free(sess1)
     lib.mact_model_free(model)
+    same = rc == 0 and np.array_equal(traj1, outs["vjp"])
+    print(f"{'PASS' if same else 'FAIL'} {a.name}_threads: vjp with 1 thread vs the default pool: "
+          f"max |diff| {float(np.abs(traj1 - outs['vjp']).max()) if rc == 0 else float('nan'):.3g} (== 0)")
     got = ((outs["vjp"] - outs["identity"]) / np.float32(a.beta))[0, :, :adim].astype(np.float64)
 
     # reference: autograd at the same x, t = 0 (time = 1)
