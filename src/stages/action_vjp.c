@@ -7,10 +7,13 @@
  * constants. The forward is recomputed here with every activation the backward reads kept in the session's tape
  * (s->vj_*, planned in model/session.c: no allocation in the flow loop); its matmuls, norms and the cross-attention
  * run on the session's kernels as velocity() does (exact fp32 in FP32 precision), the self-attention and every
- * backward step in plain fp32 C. The backward's products with a weight, grad_x = grad_y W for y = x W^T, read the
- * weight where the loader left it (F32, BF16 or F16, converted on the fly) in blocks of 64 columns of W, so each
- * block's output rows stay in L1 and W is read once; the blocks run on the session's threads and each is computed
- * the same way by any thread (results do not depend on the thread count).
+ * backward step in plain fp32 C (in BF16 / INT8 precision the forward's GEMMs are the session's reduced ones,
+ * so the product is taken at the same linearisation point the velocity was computed with). The backward's
+ * products with a weight, grad_x = grad_y W for y = x W^T, read the weight where the loader left it (F32, BF16
+ * or F16, converted on the fly) front to back in a fixed split of its rows (tmatmul below), so results do not
+ * depend on the thread count. The cross-attention's backward recomputes its probabilities per head from the
+ * stored normed q and the context (no [L, heads, h, n] tape). The tape costs ~70 MB of session memory at the
+ * real widths (36 layers, H = 30), planned whether or not RTC is used.
  * The padded action dims: the velocity is masked there, so the incoming e is zero there and the product is taken
  * with it as it is; what the product puts in the padded dims is never read (the guided velocity and the Euler
  * update skip them). */
