@@ -271,7 +271,8 @@ typedef enum {
 typedef enum {
     MACT_RTC_IDENTITY = 0, /* corr = W * (Y - x1): the Jacobian taken as the identity (LeRobot's guidance) */
     MACT_RTC_VJP,          /* the paper's vector-Jacobian product: one reverse pass through the action expert per
-                            * flow step (about the cost of a second velocity evaluation; docs/benchmarks.md) */
+                            * flow step (measured ~6.5x a plain flow step at the real action-expert widths;
+                            * docs/benchmarks-log.md, "RTC guidance in the action stage") */
 } mact_rtc_guidance;
 
 #define MACT_RTC_DEFAULT_EXECUTION_HORIZON 10

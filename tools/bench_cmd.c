@@ -8,6 +8,9 @@
  *   vision  mact_vision_run (all images)
  *   llm     mact_embed_run + mact_attention_bias_run + mact_llm_layers_run (all layers; the last one K/V only)
  *   action  mact_encoder_mask_run + mact_action_generate_run (context projection + every flow step)
+ *   act+rtc / act+vjp  mact_action_generate_run again with RTC guidance (identity / vjp) toward H - 2 random
+ *           normalised previous rows (delay 2, execution horizon H, linear, max guidance weight 10), beside
+ *           the plain stage (not in the total), and the per-flow-step ms of the three with their ratio
  * Prints per stage the median and min ms, GFLOP (counted from the config), GFLOP/s and the fraction of
  * the GEMM peak measured by a packed-GEMM microbenchmark in the same run (and the instruction-level
  * peak), plus cold start (load + pack), peak RSS, LLM prefill tokens/s and the action expert's weight
@@ -436,6 +439,30 @@ int cmd_bench(int argc, char **argv)
         tp[it] = now_s() - a;
     }
     if (rc) { fprintf(stderr, "mact bench: %s\n", mact_session_error(s)); return 1; }
+    /* the action stage again with RTC guidance toward random normalised previous rows (H - 2 of them, delay 2,
+     * execution horizon H, linear, max guidance weight 10): identity, then vjp (one reverse pass per step) */
+    const int n_prev = H > 2 ? H - 2 : 1, delay = n_prev < 2 ? 0 : 2 < H - 1 ? 2 : H - 1;
+    float *prev = malloc(sizeof(float) * (size_t)n_prev * (size_t)action_dim), *traj3 = malloc(sizeof(float) * (size_t)(H * A));
+    double *tri = malloc(sizeof(double) * (size_t)iters), *trv = malloc(sizeof(double) * (size_t)iters);
+    if (!prev || !traj3 || !tri || !trv) { fprintf(stderr, "mact bench: out of memory\n"); return 1; }
+    for (int64_t i = 0; i < (int64_t)n_prev * action_dim; i++) prev[i] = rnd_unit();
+    mact_rtc_options ro = {.prev_actions = prev, .n_prev = (size_t)n_prev, .prev_dim = (size_t)action_dim,
+                           .inference_delay = delay, .execution_horizon = H, .schedule = MACT_RTC_LINEAR,
+                           .max_guidance_weight = 10.f, .guidance = MACT_RTC_IDENTITY};
+    double rtc_diff = 0;
+    for (int g = 0; g < 2 && !rc; g++) {
+        int on = 0;
+        ro.guidance = g ? MACT_RTC_VJP : MACT_RTC_IDENTITY;
+        if ((rc = mact_rtc_check(s, &ro, H, action_dim, 1, &on, "bench")) || !on) break;
+        for (int it = 0; it < iters; it++) {
+            memcpy(traj3, noise, sizeof(float) * (size_t)(H * A));
+            double a = now_s();
+            mact_action_generate_run(s, traj3, H, action_dim, steps, keys, values, enc, N, &ro);
+            (g ? trv : tri)[it] = now_s() - a;
+        }
+        for (int64_t i = 0; i < H * A; i++) rtc_diff = fmax(rtc_diff, fabs((double)traj3[i] - traj[i]));
+    }
+    if (rc) { fprintf(stderr, "mact bench: %s\n", mact_session_error(s)); return 1; }
     double diff = 0;
     for (int64_t i = 0; i < H * A; i++) diff = fmax(diff, fabs((double)traj[i] - traj2[i]));
     double rss = peak_rss_mib();
@@ -477,6 +504,13 @@ int cmd_bench(int argc, char **argv)
         printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", names[i], med[i] * 1e3, mins[i] * 1e3, fl3[i],
                fl3[i] / med[i], pk > 0 ? 100.0 * fl3[i] / med[i] / pk : 0.0);
     }
+    /* the action stage with RTC beside it (not in the total): identity adds only elementwise work; the vjp's
+     * FLOPs are not counted here */
+    const double mri = median(tri, iters), mrv = median(trv, iters);
+    printf("  %-8s %10.1f %10.1f %9s %10s %12s  (action with RTC identity guidance, x%.2f the action stage)\n",
+           "act+rtc", mri * 1e3, min_of(tri, iters) * 1e3, "-", "-", "-", mri / ma);
+    printf("  %-8s %10.1f %10.1f %9s %10s %12s  (action with RTC vjp guidance, x%.2f the action stage)\n", "act+vjp",
+           mrv * 1e3, min_of(trv, iters) * 1e3, "-", "-", "-", mrv / ma);
     if (prec == MACT_PREC_INT8)  /* bf16 and int8 stages: no single peak to compare the sum with */
         printf("  %-8s %10.1f %10.1f %9.1f %10.1f %12s\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
                (fv + fl + fa) / mt, "-");
@@ -490,6 +524,12 @@ int cmd_bench(int argc, char **argv)
            N / ml, mc * 1e3, mp * 1e3, per_step * 1e3, sb / 1048576.0, bws);
     printf("  flow-step weight stream (its GEMMs alone, median of 5): M = 1 %.1f GB/s (the read bound), M = H %.1f "
            "GB/s; the whole step reads at %.0f%% of the M = 1 rate\n", bw1, bwh, bw1 > 0 ? 100.0 * bws / bw1 : 0.0);
+    {
+        const double sp = fmax(0.0, (ma - mp) / steps), si = fmax(0.0, (mri - mp) / steps), sv = fmax(0.0, (mrv - mp) / steps);
+        printf("  action with RTC (%d previous rows, delay %d, linear, max guidance weight 10): per flow step plain "
+               "%.2f ms, identity %.2f ms, vjp %.2f ms (x%.2f plain; the vjp itself %.2f ms); max |RTC - plain| %.3g\n",
+               n_prev, delay, sp * 1e3, si * 1e3, sv * 1e3, sp > 0 ? sv / sp : 0.0, (sv - sp) * 1e3, rtc_diff);
+    }
     printf("  peak RSS %.0f MiB (after warm-up %.0f MiB); warm-up %.2f s; staged vs pipeline max |diff| %.3g\n", rss,
            rss_warm, t_warm, diff);
     const uint64_t grows = atomic_load(&s->kc.grows);
@@ -499,6 +539,6 @@ int cmd_bench(int argc, char **argv)
     mact_model_free(m);
     mact_threadpool_free(pool);
     free(pix); free(ids); free(embeds); free(hidden); free(bias); free(keys); free(values); free(noise); free(traj);
-    free(traj2); free(enc); free(tv); free(tl); free(ta); free(tt); free(kctx); free(vctx); free(tc); free(tp);
+    free(traj2); free(traj3); free(prev); free(tri); free(trv); free(enc); free(tv); free(tl); free(ta); free(tt); free(kctx); free(vctx); free(tc); free(tp);
     return diff == 0 ? 0 : 1;
 }

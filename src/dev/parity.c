@@ -230,14 +230,18 @@ done:
     mact_npz_free(&z);
 }
 
-/* action_loop_io (KV -> actions) and e2e_io (pixels + ids -> actions) share the action-dim logic. */
-static void run_actions(report *rp, mact_session *s, const char *dir, const char *file, int num_steps, int action_dim)
+/* action_loop_io (KV -> actions), action_rtc_io / action_rtc_vjp_io (the same with RTC guidance toward
+ * prev_actions_norm, trace.json's "rtc" settings: rtc, NULL when the trace has none) and e2e_io (pixels + ids ->
+ * actions) share the action-dim logic. */
+static void run_actions(report *rp, mact_session *s, const char *dir, const char *file, int num_steps, int action_dim,
+                        const mact_rtc_options *rtc)
 {
-    int e2e = !strcmp(file, "e2e_io.npz");
-    const char *ctx = e2e ? "e2e" : "action_loop";
+    int e2e = !strcmp(file, "e2e_io.npz"), vjp = !strcmp(file, "action_rtc_vjp_io.npz"),
+        is_rtc = vjp || !strcmp(file, "action_rtc_io.npz");
+    const char *ctx = e2e ? "e2e" : vjp ? "action_rtc_vjp" : is_rtc ? "action_rtc" : "action_loop";
     char why[512] = "";
     mact_npz z = {0};
-    float *noise = NULL, *ref = NULL, *k = NULL, *v = NULL, *em = NULL, *pv = NULL;
+    float *noise = NULL, *ref = NULL, *k = NULL, *v = NULL, *em = NULL, *pv = NULL, *prev = NULL;
     uint8_t *emu = NULL;
     int64_t *ids = NULL;
     int r = open_npz_why(dir, file, &z, why, sizeof why);
@@ -260,7 +264,23 @@ static void run_actions(report *rp, mact_session *s, const char *dir, const char
         NEED(v = member(&z, "values", nkv, why, sizeof why));
         NEED(em = member(&z, "encoder_attention_mask", (size_t)n, why, sizeof why));
         emu = mask_of(em, (size_t)n);
-        rc = mact_action_generate(s, noise, (int)h, action_dim, num_steps, k, v, emu, (int)n);
+        if (is_rtc) {
+            if (!rtc) { fail_row(rp, ctx, "trace.json gives no \"rtc\" settings"); goto done; }
+            const mact_array *pa = mact_npz_find(&z, "prev_actions_norm");
+            if (!pa || pa->ndim < 2 || pa->shape[pa->ndim - 1] != action_dim || !mact_array_numel(pa)) {
+                snprintf(why, sizeof why, "prev_actions_norm missing or not [.., n_prev, %d]", action_dim);
+                fail_row(rp, ctx, why);
+                goto done;
+            }
+            NEED(prev = member(&z, "prev_actions_norm", 0, why, sizeof why));
+            mact_rtc_options ro = *rtc;
+            ro.prev_actions = prev;
+            ro.n_prev = mact_array_numel(pa) / (size_t)action_dim;
+            ro.prev_dim = (size_t)action_dim;
+            ro.guidance = vjp ? MACT_RTC_VJP : MACT_RTC_IDENTITY;
+            rc = mact_action_generate_rtc(s, noise, (int)h, action_dim, num_steps, k, v, emu, (int)n, &ro);
+        } else
+            rc = mact_action_generate(s, noise, (int)h, action_dim, num_steps, k, v, emu, (int)n);
     } else {
         const mact_array *ia = mact_npz_find(&z, "input_ids"), *pa = mact_npz_find(&z, "pixel_values");
         if (!ia || !pa) { fail_row(rp, ctx, "input_ids or pixel_values missing"); goto done; }
@@ -275,8 +295,44 @@ static void run_actions(report *rp, mact_session *s, const char *dir, const char
     if (rc) { fail_row(rp, ctx, mact_session_error(s)); goto done; }
     row(rp, ctx, "actions_norm", noise, ref, nt, 1);
 done:
-    free(noise); free(ref); free(k); free(v); free(em); free(pv); free(emu); free(ids);
+    free(noise); free(ref); free(k); free(v); free(em); free(pv); free(prev); free(emu); free(ids);
     mact_npz_free(&z);
+}
+
+/* trace.json's "rtc": {"inference_delay": int 0..4096, "execution_horizon": int 0..4096 (0: mact's default),
+ * "schedule": "linear" | "zeros" | "ones" | "exp", "max_guidance_weight": finite number >= 0}, every member
+ * required and no other; the rows and the guidance come from each golden file. */
+static int parse_rtc(const cJSON *j, mact_rtc_options *r, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"inference_delay", "execution_horizon", "schedule", "max_guidance_weight"};
+    if (!cJSON_IsObject(j)) { snprintf(err, errlen, "not a JSON object"); return 1; }
+    for (const cJSON *it = j->child; it; it = it->next) {
+        int known = 0;
+        for (int i = 0; i < 4; i++) known |= it->string && !strcmp(it->string, keys[i]);
+        if (!known) { snprintf(err, errlen, "unknown member \"%.60s\"", it->string ? it->string : ""); return 1; }
+    }
+    int *ints[2] = {&r->inference_delay, &r->execution_horizon};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+            v->valuedouble > 4096) {
+            snprintf(err, errlen, "%s must be an integer in 0..4096", keys[i]);
+            return 1;
+        }
+        *ints[i] = (int)v->valuedouble;
+    }
+    const char *sch = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "schedule"));
+    if (!sch || mact_rtc_schedule_parse(sch, &r->schedule)) {
+        snprintf(err, errlen, "schedule must be one of \"linear\", \"zeros\", \"ones\", \"exp\"");
+        return 1;
+    }
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "max_guidance_weight");
+    if (!cJSON_IsNumber(b) || !isfinite(b->valuedouble) || b->valuedouble < 0 || b->valuedouble > 3.4e38) {
+        snprintf(err, errlen, "max_guidance_weight must be a finite number >= 0");
+        return 1;
+    }
+    r->max_guidance_weight = (float)b->valuedouble;
+    return 0;
 }
 
 int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity_options *o, FILE *out)
@@ -313,6 +369,16 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
                 ? "sdpa, eager, none" : "all, drop_eos");
         cJSON_Delete(tr);
         return MACT_ERR_FORMAT;
+    }
+    mact_rtc_options rtc = {0};
+    int has_rtc = 0;
+    if ((j = cJSON_GetObjectItemCaseSensitive(tr, "rtc")) && !cJSON_IsNull(j)) {
+        if (parse_rtc(j, &rtc, err, sizeof err)) {
+            fprintf(out, "error: trace.json: rtc: %s\n", err);
+            cJSON_Delete(tr);
+            return MACT_ERR_FORMAT;
+        }
+        has_rtc = 1;
     }
     mact_load_options lo = {.precision = o->precision ? o->precision : MACT_PRECISION_FP32};
     const char *pm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "pooling_mask"));
@@ -374,8 +440,10 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
     }
     run_action_context(&rp, s, golden_dir);
     run_action_step(&rp, s, golden_dir, num_steps);
-    run_actions(&rp, s, golden_dir, "action_loop_io.npz", num_steps, action_dim);
-    run_actions(&rp, s, golden_dir, "e2e_io.npz", num_steps, action_dim);
+    run_actions(&rp, s, golden_dir, "action_loop_io.npz", num_steps, action_dim, NULL);
+    run_actions(&rp, s, golden_dir, "action_rtc_io.npz", num_steps, action_dim, has_rtc ? &rtc : NULL);
+    run_actions(&rp, s, golden_dir, "action_rtc_vjp_io.npz", num_steps, action_dim, has_rtc ? &rtc : NULL);
+    run_actions(&rp, s, golden_dir, "e2e_io.npz", num_steps, action_dim, NULL);
     fprintf(out, "parity: %d passed, %d failed (cosine >= %g; max abs <= %g x max|ref|%s; actions max abs <= %g)\n",
             rp.passed, rp.failed, o->cos_min, o->rel_tol, o->tol_informational ? " informational" : "", o->abs_tol);
     mact_session_free(s);

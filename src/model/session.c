@@ -75,6 +75,9 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
                                    ? mact_attention_kv_packed_size(N, c->ae_heads, c->ae_head_dim)
                                    : 0;
     s->a_kvp_stride = kvp_stride;
+    /* the vjp's transposed products: columns up to the widest of ae_hidden, ae_inter, max_action_dim, head dim */
+    const int64_t vkp = (max64(max64(AH, c->ae_inter), max64(c->max_action_dim, c->ae_head_dim)) + 63) / 64 * 64;
+    s->vj_panel_stride = (int64_t)MACT_VJP_NR * vkp;
     plan_item plan[] = {
         {&s->v_pix, P * PD},
         {&s->v_x, P * VH},
@@ -111,6 +114,28 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
         {&s->a_rtc_w, H},
         {&s->a_rtc_e, H * c->max_action_dim},
         {&s->rtc_prev, H * c->max_action_dim},
+        {&s->vj_z, (3 * L + 1) * H * AH},
+        {&s->vj_qkv, L * H * 3 * AH},
+        {&s->vj_qk, L * H * 2 * AH},
+        {&s->vj_p, L * c->ae_heads * H * H},
+        {&s->vj_xq, L * H * AH},
+        {&s->vj_xqn, L * H * AH},
+        {&s->vj_gate, L * H * c->ae_inter},
+        {&s->vj_up, L * H * c->ae_inter},
+        {&s->vj_u, H * AH},
+        {&s->vj_att, H * AH},
+        {&s->vj_t1, H * c->ae_inter},
+        {&s->vj_t2, H * max64(c->ae_inter, 3 * AH)},
+        {&s->vj_gz, H * AH},
+        {&s->vj_gu, H * AH},
+        {&s->vj_gq, H * AH},
+        {&s->vj_kt, N * c->ae_head_dim},
+        {&s->vj_vt, N * c->ae_head_dim},
+        {&s->vj_s, H * N},
+        {&s->vj_dp, H * max64(N, H)},
+        {&s->vj_gx, H * c->max_action_dim},
+        {&s->vj_part, (int64_t)MACT_VJP_PARTS * H * vkp},
+        {&s->vj_panel, nthr * s->vj_panel_stride},
         {&s->a_kctx, L * N * AH},
         {&s->a_vctx, L * N * AH},
         {&s->a_kvp, L * kvp_stride},

@@ -8,6 +8,9 @@
 /* Modulation vectors depend only on t: schedules of up to this many steps are cached per session. */
 #define MACT_MOD_CACHE_STEPS 16
 #define MACT_PROMPT_TEXT_CAP (64 * 1024)
+/* RTC vjp: the transposed products' fixed split of W's rows (independent of the thread count) and slab rows */
+#define MACT_VJP_PARTS 16
+#define MACT_VJP_NR 16
 
 struct mact_session {
     const struct mact_model *m;
@@ -35,6 +38,16 @@ struct mact_session {
      * [H, A], and mact_predict's normalised copy of the caller's rows [H, A] (rtc_prev_n rows of action_dim) */
     float *a_rtc_y, *a_rtc_w, *a_rtc_e, *rtc_prev;
     int rtc_prev_n, rtc_prev_dim;
+    /* RTC vjp guidance (stages/action_vjp.c): the forward's tape, each slot for the whole horizon H: residual
+     * stream before each of the 3 L + 1 norms [3L+1, H, AH], self-attention q|k|v as projected [L, H, 3AH], its
+     * q|k after norm and RoPE [L, H, 2AH], probabilities [L, heads, H, H], cross q as projected and normed
+     * [L, H, AH] each, MLP gate and up [L, H, ae_inter] each; then the backward's work rows */
+    float *vj_z, *vj_qkv, *vj_qk, *vj_p, *vj_xq, *vj_xqn, *vj_gate, *vj_up;
+    float *vj_u, *vj_att, *vj_t1, *vj_t2, *vj_gz, *vj_gu, *vj_gq, *vj_kt, *vj_vt, *vj_s, *vj_dp, *vj_gx;
+    /* the transposed weight products: MACT_VJP_PARTS partial sums [H, Kp] and a panel of MACT_VJP_NR weight rows
+     * per thread (vj_panel_stride floats apart); Kp = the widest product's columns rounded up to 64 */
+    float *vj_part, *vj_panel;
+    int64_t vj_panel_stride;
     /* whole-pipeline buffers (mact_generate_from_ids) */
     float *p_embeds, *p_hidden, *p_bias, *p_keys, *p_values;
     /* mact_predict: preprocessing and outputs kept for mact_session_tensor */

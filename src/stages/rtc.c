@@ -70,8 +70,6 @@ int mact_rtc_check(struct mact_session *s, const mact_rtc_options *r, int h, int
     if (r->execution_horizon < 0)
         return mact_session_fail(s, MACT_ERR_INPUT, "%s: execution_horizon %d must be >= 0 (0: the default %d)", who,
                                  r->execution_horizon, MACT_RTC_DEFAULT_EXECUTION_HORIZON);
-    if (r->guidance == MACT_RTC_VJP && r->n_prev)
-        return mact_session_fail(s, MACT_ERR_UNSUPPORTED, "%s: RTC guidance vjp is not built yet (identity is)", who);
     if (r->inference_delay < 0)
         return mact_session_fail(s, MACT_ERR_INPUT, "%s: inference_delay %d must be >= 0", who, r->inference_delay);
     if (!r->n_prev) {

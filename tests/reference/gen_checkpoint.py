@@ -5,6 +5,7 @@ usage: gen_checkpoint.py PRESET OUT_DIR [--seed S] [--dtype mixed|f32] [--no-sam
                          [--sampler-place after|before] [--qkv-bias] [--qk-norm qwen3|olmo|none]
                          [--pooling sdpa|eager|none] [--action-mode continuous|both]
                          [--norm-tag libero|so101] [--lerobot] [--lora R] [--lora-alpha A] [--massive]
+                         [--ae-no-qk-norm] [--ae-no-rope]
 PRESET: tiny | wide. Every tensor is random and non-zero; tensor values depend only on (seed, HF name),
 so the HF, LeRobot and LeRobot+LoRA layouts of one seed share their base weights.
 """
@@ -97,7 +98,8 @@ def make_config(p, args):
             "hidden_size": p["ae_hidden"], "num_layers": p["n_layers"], "num_heads": p["ae_heads"],
             "mlp_ratio": p["mlp_ratio"], "ffn_multiple_of": p["ffn_multiple_of"],
             "timestep_embed_dim": p["t_dim"], "dropout": 0.0, "attn_dropout": 0.0,
-            "context_layer_norm": True, "qk_norm": True, "qk_norm_eps": 1e-6, "rope": True,
+            "context_layer_norm": True, "qk_norm": not args.ae_no_qk_norm, "qk_norm_eps": 1e-6,
+            "rope": not args.ae_no_rope,
             "causal_attn": False,
         },
         "use_frame_special_tokens": True, "add_action_expert": True, "max_action_dim": 32,
@@ -295,6 +297,8 @@ def main(argv=None):
                     help="add PEFT LoRA adapters (rank R) on LLM att_proj/attn_out/ff_proj/ff_out; implies --lerobot")
     ap.add_argument("--lora-alpha", type=float, default=16.0)
     ap.add_argument("--massive", action="store_true", help="massive LLM activations (1e3..1e4)")
+    ap.add_argument("--ae-no-qk-norm", action="store_true", help="action_expert_config.qk_norm false")
+    ap.add_argument("--ae-no-rope", action="store_true", help="action_expert_config.rope false")
     args = ap.parse_args(argv)
     if args.seed is None:
         args.seed = int.from_bytes(os.urandom(4), "little")

@@ -3,10 +3,13 @@
 
 usage: make_golden.py MODEL_DIR OUT_DIR [--seed S] [--n-images 2] [--seq-len N] [--splits 4] [--steps S]
                       [--horizon H] [--pooling sdpa|eager|none] [--encoder-mask all|drop_eos]
-                      [--compressed] [--no-action-span]
+                      [--compressed] [--no-action-span] [--no-rtc] [--rtc-prev N] [--rtc-delay D]
+                      [--rtc-horizon E] [--rtc-schedule zeros|ones|linear|exp] [--rtc-beta B]
 Inputs are fresh random values (seed printed; default from os.urandom). Every golden file comes from one
 consistent chain: vision -> embed -> llm splits -> action_context -> action loop, and e2e_io repeats the
-whole path in one call (its actions_norm equals action_loop_io's).
+whole path in one call (its actions_norm equals action_loop_io's). action_rtc_io / action_rtc_vjp_io repeat
+action_loop_io's inputs with random normalised previous rows (prev_actions_norm [1, n_prev, action_dim] in
+[-1, 1]) and RTC guidance (identity / vjp); their settings are trace.json's "rtc".
 """
 import argparse
 import json
@@ -112,6 +115,12 @@ def main(argv=None):
     ap.add_argument("--compressed", action="store_true", help="np.savez_compressed instead of np.savez")
     ap.add_argument("--no-action-span", action="store_true",
                     help="no action_start..action_end span in the prompt")
+    ap.add_argument("--no-rtc", action="store_true", help="no action_rtc_io / action_rtc_vjp_io")
+    ap.add_argument("--rtc-prev", type=int, default=None, help="previous chunk rows (default H - 2, at least 1)")
+    ap.add_argument("--rtc-delay", type=int, default=2, help="inference delay (clamped to the rows and H - 1)")
+    ap.add_argument("--rtc-horizon", type=int, default=None, help="execution horizon (default H)")
+    ap.add_argument("--rtc-schedule", choices=["zeros", "ones", "linear", "exp"], default="linear")
+    ap.add_argument("--rtc-beta", type=float, default=10.0, help="max guidance weight")
     args = ap.parse_args(argv)
     if args.n_images < 1:
         raise SystemExit("--n-images must be >= 1")
@@ -189,6 +198,23 @@ def main(argv=None):
     actions = m.action_loop(keys, values, enc, torch.from_numpy(noise), steps, is_pad)
     out("action_loop_io.npz", keys=keys.numpy(), values=values.numpy(), encoder_attention_mask=enc.numpy(),
         noise=noise, actions_norm=actions.numpy())
+    rtc = None
+    if not args.no_rtc:
+        n_prev = args.rtc_prev if args.rtc_prev is not None else max(1, H - 2)
+        if not 1 <= n_prev <= H:
+            raise SystemExit(f"--rtc-prev {n_prev} outside 1..{H}")
+        rtc = {"inference_delay": max(0, min(args.rtc_delay, n_prev, H - 1)),
+               "execution_horizon": args.rtc_horizon if args.rtc_horizon is not None else H,
+               "schedule": args.rtc_schedule, "max_guidance_weight": float(args.rtc_beta)}
+        if rtc["execution_horizon"] < 1:
+            raise SystemExit("--rtc-horizon must be >= 1")
+        prev = rng.uniform(-1, 1, (1, n_prev, int(m.action_dim))).astype(np.float32)
+        for guid, fname in (("identity", "action_rtc_io.npz"), ("vjp", "action_rtc_vjp_io.npz")):
+            a_rtc = m.action_loop_rtc(keys, values, enc, torch.from_numpy(noise), torch.from_numpy(prev),
+                                      rtc["inference_delay"], rtc["execution_horizon"], rtc["schedule"],
+                                      rtc["max_guidance_weight"], guid, steps, is_pad)
+            out(fname, keys=keys.numpy(), values=values.numpy(), encoder_attention_mask=enc.numpy(), noise=noise,
+                prev_actions_norm=prev, actions_norm=a_rtc.numpy())
     t_act = time.time() - t1
     # e2e (independent single call through the whole path)
     t1 = time.time()
@@ -220,6 +246,7 @@ def main(argv=None):
         "action_step_index": step_k,
         "max_abs_hidden": max_hidden,
         "encoder_mask_kept": int(enc.sum()),
+        "rtc": rtc,
         "generator": "tests/reference/make_golden.py (torch %s, fp32)" % torch.__version__,
     }
     with open(os.path.join(args.out_dir, "trace.json"), "w") as f:

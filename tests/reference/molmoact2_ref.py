@@ -861,6 +861,112 @@ class MolmoAct2Ref:
             x = self.action_step(x, t, k_ctx, v_ctx, enc_mask, is_pad, num_steps)
         return x
 
+    # ---------------- real-time chunking (LeRobot's RTCProcessor as MolmoAct2 calls it) ----------------
+    @staticmethod
+    def rtc_prefix_weights(inference_delay, execution_horizon, n_prev, H, schedule="linear"):
+        """LeRobot's get_prefix_weights(start=d, end=e, total=H) with e = min(execution_horizon, n_prev, H) and
+        d = min(delay, e): [H] float32 (linear ramp torch.linspace(1, 0, e - d + 2)[1:-1])."""
+        e = min(int(execution_horizon), int(n_prev), int(H))
+        d = min(int(inference_delay), e)
+        if schedule == "zeros":
+            w = torch.zeros(H)
+            w[:d] = 1.0
+            return w
+        if schedule == "ones":
+            w = torch.ones(H)
+            w[e:] = 0.0
+            return w
+        if schedule not in ("linear", "exp"):
+            raise ValueError(f"RTC schedule {schedule}")
+        lin = torch.linspace(1, 0, e - d + 2)[1:-1] if e > d else torch.zeros(0)
+        if schedule == "exp":
+            lin = lin * torch.expm1(lin).div(math.e - 1)
+        return torch.cat([torch.ones(d), lin, torch.zeros(H - e)]).float()
+
+    @staticmethod
+    def rtc_guidance_weight(t, beta):
+        """LeRobot's guidance weight with tau = t (float32 tensors; nan_to_num of the infinities -> beta)."""
+        tau = torch.as_tensor(t, dtype=torch.float32).reshape(())
+        bmax = torch.as_tensor(beta, dtype=torch.float32)
+        sq = (1 - tau) ** 2
+        inv_r2 = (sq + tau ** 2) / sq
+        c = torch.nan_to_num((1 - tau) / tau, posinf=float(bmax))
+        g = torch.nan_to_num(c * inv_r2, posinf=float(bmax))
+        return torch.minimum(g, bmax)
+
+    def rtc_velocity_vjp(self, traj, t, k_ctx, v_ctx, enc_mask, err, is_pad=None):
+        """(dv/dx)^T err at traj by torch.autograd (v the velocity with the padded dims masked), [1, H, A]."""
+        global _USE_ONEDNN
+        is_pad = self.action_dim_is_pad() if is_pad is None else torch.as_tensor(is_pad).reshape(-1).bool()
+        keep, _USE_ONEDNN = _USE_ONEDNN, False   # the oneDNN path has no autograd; F.linear is the same product
+        try:
+            with torch.enable_grad():
+                x = torch.as_tensor(traj).float().clone().detach().requires_grad_(True)
+                v = self.velocity(x, t, k_ctx, v_ctx, enc_mask)
+                if self.mask_pad:
+                    v = v.masked_fill(is_pad, 0.0)
+                return torch.autograd.grad(v, x, torch.as_tensor(err).float().reshape(v.shape))[0].detach()
+        finally:
+            _USE_ONEDNN = keep
+
+    def action_loop_rtc(self, keys, values, enc_mask, noise, prev_actions_norm, inference_delay, execution_horizon,
+                        schedule="linear", max_guidance_weight=10.0, guidance="identity", num_steps=None, is_pad=None):
+        """action_loop with RTC guidance, written from LeRobot's RTCProcessor.denoise_step in its own order: per
+        step t = k/S, time = 1 - t, u = -v (LeRobot's velocity points to the noise), x1 = x - time * u,
+        err = W * (Y - x1) over the real action dims (Y: the normalised previous rows [1, n_prev, action_dim]
+        zero-padded to [1, H, A]), corr = err (identity) or autograd.grad(x1, x, err) with x requiring grad
+        (vjp), guided u - g * corr, velocity = -that, then the masked Euler step."""
+        num_steps = num_steps or self.flow_steps
+        is_pad = self.action_dim_is_pad() if is_pad is None else torch.as_tensor(is_pad).reshape(-1).bool()
+        if guidance not in ("identity", "vjp"):
+            raise ValueError(f"RTC guidance {guidance}")
+        k_ctx, v_ctx = self.action_context(keys, values)
+        x = torch.as_tensor(noise).float().clone()
+        H, A = x.shape[-2], x.shape[-1]
+        prev = torch.as_tensor(prev_actions_norm).float().reshape(-1, torch.as_tensor(prev_actions_norm).shape[-1])
+        n_prev, adim = prev.shape
+        Y = torch.zeros(1, H, A)
+        Y[0, :n_prev, :adim] = prev
+        W = self.rtc_prefix_weights(inference_delay, execution_horizon, n_prev, H, schedule)[None, :, None]
+        real = (~is_pad).float()
+        if self.mask_pad:
+            x = x.masked_fill(is_pad, 0.0)
+        global _USE_ONEDNN
+        for k in range(num_steps):
+            t = torch.tensor([k / num_steps], dtype=torch.float32)
+            time = 1.0 - t
+            if guidance == "identity":
+                v = self.velocity(x, t, k_ctx, v_ctx, enc_mask)
+                if self.mask_pad:
+                    v = v.masked_fill(is_pad, 0.0)
+                u = -v
+                x1 = x - time * u
+                err = W * (Y - x1) * real
+                corr = err
+            else:
+                keep, _USE_ONEDNN = _USE_ONEDNN, False
+                try:
+                    with torch.enable_grad():
+                        xg = x.clone().detach().requires_grad_(True)
+                        v = self.velocity(xg, t, k_ctx, v_ctx, enc_mask)
+                        if self.mask_pad:
+                            v = v.masked_fill(is_pad, 0.0)
+                        u = -v
+                        x1 = xg - time * u
+                        err = (W * (Y - x1) * real).detach()
+                        corr = torch.autograd.grad(x1, xg, err)[0].detach()
+                finally:
+                    _USE_ONEDNN = keep
+                u = u.detach()
+            g = self.rtc_guidance_weight(t, max_guidance_weight)
+            v = -(u - g * corr)
+            if self.mask_pad:
+                v = v.masked_fill(is_pad, 0.0)
+            x = x + (1.0 / num_steps) * v
+            if self.mask_pad:
+                x = x.masked_fill(is_pad, 0.0)
+        return x
+
     def prefill(self, input_ids, image_embeds):
         ids = torch.as_tensor(input_ids).reshape(1, -1).long()
         hidden = self.embed(ids, image_embeds)

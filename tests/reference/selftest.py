@@ -106,6 +106,13 @@ def main():
             "e2e_io": {"pixel_values": (1, n_img, 729, 588), "input_ids": (1, N), "noise": (1, H, A),
                        "actions_norm": (1, H, A)},
         }
+        rt = tr.get("rtc")
+        if not isinstance(rt, dict) or set(rt) != {"inference_delay", "execution_horizon", "schedule",
+                                                   "max_guidance_weight"}:
+            return f"trace.json rtc {rt!r}"
+        n_prev = H - 2 if H > 2 else 1
+        for f in ("action_rtc_io", "action_rtc_vjp_io"):
+            spec[f] = dict(spec["action_loop_io"], prev_actions_norm=(1, n_prev, m.action_dim))
         for i, (a, b) in enumerate(tr["llm_splits"]):
             spec[f"llm_split{i}_io"] = {"hidden_states": (1, N, D), "attention_bias": (1, 1, N, N),
                                         "hidden_out": (1, N, D), "keys": (b - a, 1, N, kv),
@@ -143,6 +150,40 @@ def main():
         if maxrel(k, lo["keys"]) > 1e-6 or maxrel(v, lo["values"]) > 1e-6:
             return "e2e KV differs from the chained split KV"
     check("e2e_equals_loop_on_e2e_kv", e2e_vs_loop)
+
+    def rtc_reference():
+        w = m.rtc_prefix_weights(3, 8, 9, 10, "linear").tolist()
+        want = [1, 1, 1, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6, 0, 0]
+        if max(abs(a - b) for a, b in zip(w, want)) > 1e-6:
+            return f"linear weights {w}"
+        w = m.rtc_prefix_weights(3, 8, 9, 10, "exp").tolist()
+        want = [1, 1, 1, .631, .368, .189, .077, .018, 0, 0]
+        if max(abs(a - b) for a, b in zip(w, want)) > 1e-3:
+            return f"exp weights {w}"
+        lo = load("action_loop_io")
+        z = load("action_rtc_io")
+        a0 = m.action_loop_rtc(lo["keys"], lo["values"], lo["encoder_attention_mask"], torch.from_numpy(lo["noise"]),
+                               torch.from_numpy(z["prev_actions_norm"]), 0, 10, "zeros", 0.0, "identity",
+                               tr["num_steps"])
+        if maxrel(a0, lo["actions_norm"]) > 1e-6:
+            return f"RTC with zero weights differs from the plain loop: {maxrel(a0, lo['actions_norm']):.3g}"
+        # the autograd vjp against central differences (float64 would be exact; fp32 steps of 1e-2)
+        kc, vc = m.action_context(lo["keys"], lo["values"])
+        g = torch.Generator().manual_seed(5)
+        x = torch.randn(1, H := tr["action_horizon"], m.max_action_dim, generator=g).masked_fill(m.action_dim_is_pad(), 0)
+        e = torch.randn(x.shape, generator=g).masked_fill(m.action_dim_is_pad(), 0)
+        t = torch.tensor([0.3])
+        jte = m.rtc_velocity_vjp(x, t, kc, vc, lo["encoder_attention_mask"], e)
+        d = torch.randn(x.shape, generator=g).masked_fill(m.action_dim_is_pad(), 0)
+        eps = 1e-2
+        vp = m.velocity(x + eps * d, t, kc, vc, lo["encoder_attention_mask"]).masked_fill(m.action_dim_is_pad(), 0)
+        vm = m.velocity(x - eps * d, t, kc, vc, lo["encoder_attention_mask"]).masked_fill(m.action_dim_is_pad(), 0)
+        fd = float(((vp - vm) / (2 * eps) * e).sum())
+        ad = float((jte * d).sum())
+        print(f"INFO rtc reference: e^T J d autograd {ad:.6g} central difference {fd:.6g}")
+        if abs(ad - fd) > 1e-2 * max(1.0, abs(fd)):
+            return f"autograd vjp {ad} vs central difference {fd}"
+    check("rtc_reference_weights_zero_guidance_vjp_fd", rtc_reference)
 
     def splits_chain():
         L = m.n_layers
