@@ -114,6 +114,18 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
         {&s->a_rtc_w, H},
         {&s->a_rtc_e, H * c->max_action_dim},
         {&s->rtc_prev, H * c->max_action_dim},
+        {&s->a_kctx, L * N * AH},
+        {&s->a_vctx, L * N * AH},
+        {&s->a_kvp, L * kvp_stride},
+        {&s->p_embeds, (int64_t)s->max_images * c->tokens_per_image * D},
+        {&s->p_hidden, N * D},
+        {&s->p_bias, N * N},
+        {&s->p_keys, L * N * kvd},
+        {&s->p_values, L * N * kvd},
+        {&s->scores, nthr * mact_attention_scratch(maxkeys)},
+        {&s->maskf, N + W + H + 16},
+        /* RTC's vjp tape last: left unwritten here (zeroed on its first use, mact_rtc_vjp), so a session that
+         * never runs vjp guidance keeps those pages unmapped (tens of MB at full size) */
         {&s->vj_z, (3 * L + 1) * H * AH},
         {&s->vj_qkv, L * H * 3 * AH},
         {&s->vj_qk, L * H * 2 * AH},
@@ -136,23 +148,18 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
         {&s->vj_gx, H * c->max_action_dim},
         {&s->vj_part, (int64_t)MACT_VJP_PARTS * H * vkp},
         {&s->vj_panel, nthr * s->vj_panel_stride},
-        {&s->a_kctx, L * N * AH},
-        {&s->a_vctx, L * N * AH},
-        {&s->a_kvp, L * kvp_stride},
-        {&s->p_embeds, (int64_t)s->max_images * c->tokens_per_image * D},
-        {&s->p_hidden, N * D},
-        {&s->p_bias, N * N},
-        {&s->p_keys, L * N * kvd},
-        {&s->p_values, L * N * kvd},
-        {&s->scores, nthr * mact_attention_scratch(maxkeys)},
-        {&s->maskf, N + W + H + 16},
     };
+    size_t first_lazy = 0;
+    while (plan[first_lazy].dst != &s->vj_z) first_lazy++;  /* vj_z is in the plan: the loop ends there */
     size_t n_items = sizeof plan / sizeof plan[0], total = 0, bytes = 0;
     /* every item 64-byte aligned; the sum formed overflow-safe, so the arena's size does not depend on
      * config.c's bounds to be right (a size past the address space is MACT_ERR_NOMEM) */
     int wrap = 0;
-    for (size_t i = 0; i < n_items; i++)
+    size_t eager = 0;  /* floats before the first lazy item */
+    for (size_t i = 0; i < n_items; i++) {
+        if (i == first_lazy) eager = total;
         wrap |= plan[i].n < 0 || mact_size_add(total, ((size_t)plan[i].n + 15) & ~(size_t)15, &total);
+    }
     wrap |= mact_size_mul(total, sizeof(float), &bytes);
     if (wrap) {
         mact_session_free(s);
@@ -164,8 +171,9 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
         mact_session_free(s);
         return mact_errf(err, errlen, MACT_ERR_NOMEM, "cannot allocate %zu MiB of activations", bytes >> 20);
     }
-    mact_advise_huge(s->arena, bytes);
-    memset(s->arena, 0, bytes);
+    mact_advise_huge(s->arena, eager * sizeof(float));
+    memset(s->arena, 0, eager * sizeof(float));
+    s->vj_bytes = (total - eager) * sizeof(float);
     s->arena_floats = total;
     float *p = s->arena;
     for (size_t i = 0; i < n_items; i++) {

@@ -48,6 +48,8 @@ struct mact_session {
      * per thread (vj_panel_stride floats apart); Kp = the widest product's columns rounded up to 64 */
     float *vj_part, *vj_panel;
     int64_t vj_panel_stride;
+    size_t vj_bytes;                 /* the tape's bytes from vj_z on, zeroed on the first vjp call (vj_ready) */
+    int vj_ready;
     /* whole-pipeline buffers (mact_generate_from_ids) */
     float *p_embeds, *p_hidden, *p_bias, *p_keys, *p_values;
     /* mact_predict: preprocessing and outputs kept for mact_session_tensor */

@@ -210,6 +210,10 @@ static void softmax_rows(float *s, int64_t rows, int64_t n, const uint8_t *key_o
 
 void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *cx, const float *x, int h_, float time, float *e)
 {
+    if (!s->vj_ready) {  /* the tape's pages are touched only by sessions that use vjp guidance (session.c) */
+        memset(s->vj_z, 0, s->vj_bytes);
+        s->vj_ready = 1;
+    }
     const mact_config *c = &s->m->cfg;
     const mact_ae_weights *w = &s->m->ae;
     const mact_kctx *kc = &s->kc;
