@@ -45,6 +45,7 @@ typedef struct {
     int n_chunks;           /* replan points */
     float *chunk[2];        /* [n_chunks][H][D] as the policy returned them (dataset units) */
     double *jump[2];        /* [n_chunks - 1]: per join, mean over dims of |a_first_new - a_last_old|, normalised */
+    double *step[2];        /* [n_chunks - 1] when K + delay < H: the old chunk's own step there, |old[K+D] - old[K+D-1]| */
     double ex_raw[2], ex_norm[2], ex_values;  /* sums of |executed - gt| (raw, eval's normalised units); values */
     char rtc[96];           /* the RTC settings, for result.json */
 } ep_replan;
@@ -62,7 +63,10 @@ typedef struct {
 
 static void ep_free(ep_sums *s)
 {
-    for (int c = 0; c < 2; c++) { free(s->rp.chunk[c]); free(s->rp.jump[c]); s->rp.chunk[c] = NULL; s->rp.jump[c] = NULL; }
+    for (int c = 0; c < 2; c++) {
+        free(s->rp.chunk[c]); free(s->rp.jump[c]); free(s->rp.step[c]);
+        s->rp.chunk[c] = NULL; s->rp.jump[c] = NULL; s->rp.step[c] = NULL;
+    }
 }
 
 static void eps_free(ep_sums *e, int n)
@@ -137,6 +141,7 @@ static char *ep_json(const ep_sums *s)
             w = snprintf(p, left, ",\"%s\":{\"executed_raw\":%.17g,\"executed_norm\":%.17g", chain_name[c], r->ex_raw[c], r->ex_norm[c]);
             p += w; left -= (size_t)w;
             put_arr(&p, &left, "jumps", r->jump[c], r->n_chunks > 1 ? r->n_chunks - 1 : 0);
+            if (r->K + r->delay < s->H) put_arr(&p, &left, "old_steps", r->step[c], r->n_chunks > 1 ? r->n_chunks - 1 : 0);
             w = snprintf(p, left, ",\"chunks\":[");
             p += w; left -= (size_t)w;
             for (int i = 0; i < r->n_chunks * s->H * s->D; i++) { w = snprintf(p, left, "%s%.9g", i ? "," : "", (double)r->chunk[c][i]); p += w; left -= (size_t)w; }
@@ -187,6 +192,8 @@ static int ep_parse(const char *text, ep_sums *s)
             r->ex_raw[c] = RN(o, "executed_raw"); r->ex_norm[c] = RN(o, "executed_norm");
             int nj = r->n_chunks > 1 ? r->n_chunks - 1 : 0, nv = r->n_chunks * s->H * s->D;
             r->jump[c] = malloc(sizeof(double) * (size_t)(nj + 1));
+            r->step[c] = malloc(sizeof(double) * (size_t)(nj + 1));
+            if (!r->step[c] || (r->K + r->delay < s->H && get_arr(o, "old_steps", r->step[c], nj))) rc = -1;
             r->chunk[c] = malloc(sizeof(float) * (size_t)(nv + 1));
             double *tmp = malloc(sizeof(double) * (size_t)(nv + 1));
             if (!r->jump[c] || !r->chunk[c] || !tmp || get_arr(o, "jumps", r->jump[c], nj) || get_arr(o, "chunks", tmp, nv)) rc = -1;
@@ -444,19 +451,26 @@ static int replan_result(cJSON *r, const ep_sums *e, int n)
     for (int ch = 0; ch < 2; ch++) {
         if (!(r0->chains >> ch & 1)) continue;
         int k = 0;
-        double js = 0, xr = 0, xn = 0;
+        double js = 0, xr = 0, xn = 0, ss = 0;
+        const int has_step = r0->K + r0->delay < e[0].H;
         for (int i = 0; i < n; i++) {
-            for (int q = 0; q + 1 < e[i].rp.n_chunks; q++) { all[k++] = e[i].rp.jump[ch][q]; js += e[i].rp.jump[ch][q]; }
+            for (int q = 0; q + 1 < e[i].rp.n_chunks; q++) {
+                all[k++] = e[i].rp.jump[ch][q]; js += e[i].rp.jump[ch][q];
+                if (has_step) ss += e[i].rp.step[ch][q];
+            }
             xr += e[i].rp.ex_raw[ch]; xn += e[i].rp.ex_norm[ch];
         }
         cJSON *c = cJSON_CreateObject();
         double jm = k ? js / k : 0, jp = pct95(all, k), mr = values > 0 ? xr / values : 0, mn = values > 0 ? xn / values : 0;
         cJSON_AddNumberToObject(c, "jump_mean", jm);
         cJSON_AddNumberToObject(c, "jump_p95", jp);
+        if (has_step) cJSON_AddNumberToObject(c, "old_step_mean", k ? ss / k : 0);
         cJSON_AddNumberToObject(c, "mae", mr);
         cJSON_AddNumberToObject(c, "normalized_mae", mn);
         cJSON_AddItemToObject(o, chain_name[ch], c);
-        printf("    %-11s join jump mean %.6g, p95 %.6g (normalised); executed MAE %.6g raw, %.6g normalised\n", ch ? "with RTC:" : "without RTC:", jm, jp, mr, mn);
+        printf("    %-11s join jump mean %.6g, p95 %.6g (normalised); executed MAE %.6g raw, %.6g normalised", ch ? "with RTC:" : "without RTC:", jm, jp, mr, mn);
+        if (has_step) printf("; the old chunk's own step there %.6g", k ? ss / k : 0);
+        printf("\n");
     }
     free(all);
     cJSON_AddItemToObject(r, "replan", o);
@@ -660,8 +674,9 @@ static void replan_measure(ep_replan *r, const mact_norm_stats *ns, const mact_n
     const mact_feature_stats *fs = &tg->action;
     for (int ch = 0; ch < 2; ch++) {
         if (!(r->chains >> ch & 1)) continue;
-        free(r->jump[ch]);
+        free(r->jump[ch]); free(r->step[ch]);
         r->jump[ch] = malloc(sizeof(double) * (size_t)(r->n_chunks + 1));
+        r->step[ch] = malloc(sizeof(double) * (size_t)(r->n_chunks + 1));
         for (int c = 1; c < r->n_chunks; c++) {
             float a[64], b[64];
             norm_row(ns, tg, r->chunk[ch] + ((size_t)(c - 1) * H + r->K + r->delay - 1) * D, D, so101, a);  /* the old chunk's last executed row */
@@ -669,6 +684,12 @@ static void replan_measure(ep_replan *r, const mact_norm_stats *ns, const mact_n
             double sum = 0;
             for (int j = 0; j < D; j++) sum += fabs((double)b[j] - (double)a[j]);
             r->jump[ch][c - 1] = sum / D;
+            if (r->K + r->delay < H) {  /* the step the old chunk itself takes there: what "continuing it" costs */
+                norm_row(ns, tg, r->chunk[ch] + ((size_t)(c - 1) * H + r->K + r->delay) * D, D, so101, b);
+                sum = 0;
+                for (int j = 0; j < D; j++) sum += fabs((double)b[j] - (double)a[j]);
+                r->step[ch][c - 1] = sum / D;
+            }
         }
         r->ex_raw[ch] = r->ex_norm[ch] = 0;
         for (int c = 0; c < r->n_chunks; c++)

@@ -8,6 +8,7 @@ rebuilds in numpy, without eval's code:
     executes its own first K rows;
   - per join c >= 1 the jump mean_j |n(chunk_c[D]) - n(chunk_{c-1}[K+D-1])|, n the model's normalisation
     (q01/q99 of the tag, masked dims raw, min == max dims 0, clipped to [-1, 1], float32);
+  - the old chunk's own step there, mean_j |n(chunk_{c-1}[K+D]) - n(chunk_{c-1}[K+D-1])| (when K+D < H);
   - the jump mean and p95 (numpy's default percentile) over all joins, the executed MAE against action[t]
     (raw, and in eval's unclipped normalised units);
 and compares them with result.json, relative tolerance 1e-6.
@@ -61,6 +62,7 @@ gt = {e: np.array([a for _, a in sorted(v, key=lambda z: z[0])], dtype=np.float6
 
 K, Dl = res["replan"], res["delay"]
 jumps = {"plain": [], "rtc": []}
+steps = {"plain": [], "rtc": []}
 err_raw = {"plain": [], "rtc": []}
 err_norm = {"plain": [], "rtc": []}
 worst_ones, plain_min_diff = 0.0, np.inf
@@ -88,6 +90,8 @@ for line in open(eps_p):
         for c in range(1, C):
             j = np.abs(norm(ck[c, Dl]) - norm(ck[c - 1, K + Dl - 1])).mean()
             jumps[ch].append(j)
+            if K + Dl < H:  # the old chunk's own step at the join
+                steps[ch].append(np.abs(norm(ck[c - 1, K + Dl]) - norm(ck[c - 1, K + Dl - 1])).mean())
             # the executed trajectory at the join: the rows either side are those two
             assert np.array_equal(ex[c * K + Dl - 1], ck[c - 1, K + Dl - 1]) and np.array_equal(ex[c * K + Dl], ck[c, Dl])
         if ones is not None:
@@ -107,12 +111,15 @@ for ch in ("plain", "rtc"):
     j = np.array(jumps[ch])
     want = {"jump_mean": j.mean(), "jump_p95": np.percentile(j, 95), "mae": np.concatenate(err_raw[ch]).mean(),
             "normalized_mae": np.concatenate(err_norm[ch]).mean()}
+    if steps[ch]:
+        want["old_step_mean"] = np.mean(steps[ch])
     for k, v in want.items():
         have = res[ch][k]
         rel = abs(have - v) / max(abs(v), 1e-30)
         if rel > 1e-6:
             bad.append(f"{ch} {k}: eval {have!r} numpy {v!r} (relative {rel:.2g} > 1e-6)")
     out.append(f"{ch}: jump mean {want['jump_mean']:.6g} p95 {want['jump_p95']:.6g} MAE {want['mae']:.6g} "
+               f"old step {want.get('old_step_mean', float('nan')):.6g} "
                f"(numpy == eval to 1e-6 relative)")
     assert res["joins"] == len(j), (res["joins"], len(j))
 if ones is not None:
