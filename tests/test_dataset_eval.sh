@@ -19,6 +19,16 @@
 #   eval_video_matches_run   video cameras (v3.0 H.264): eval's per-episode chunk errors equal `mact run` on the
 #                            frames `mact dataset frame` decodes (same seed, state and task), <= 1e-12 relative
 #   eval_plot                OUT/mae_per_step.png (cairo) from eval and from eval merge
+#   eval_replan_numpy        --replan 4 --delay 2 (tiny checkpoint, 2 flow steps): the join jumps' mean and p95 and
+#                            the executed MAE, with and without RTC, recomputed in numpy (tests/dataset/replan_check.py)
+#                            from the chunks in episodes.jsonl, the dataset's actions and norm_stats.json, 1e-6 relative
+#   eval_replan_rtc_ones     --rtc-schedule ones, 2 flow steps: every RTC chunk's rows of weight 1 equal the old RTC
+#                            chunk's rows from the replan point on (<= 1e-5 normalised), the plain chain's do not (> 1e-2)
+#   eval_replan_merge        2 shards of a --replan run + eval merge == the unsharded run, byte for byte; a replan run
+#                            has another settings fingerprint than the run without (a rerun into its --out is refused)
+#   eval_replan_bad_flags    --replan 0, --delay >= --replan, --replan + --delay past the horizon, --rtc-* or --delay
+#                            without --replan, --replan with --policy hold: exit 2, each with its message
+#   eval_replan_plot         OUT/replan_trajectory.png (cairo)
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}; MACT=${MACT_BIN:-build/mact}
@@ -168,3 +178,45 @@ if [ -s "$T/model/mae_per_step.png" ] && [ -s "$T/merged/mae_per_step.png" ] &&
    [ "$(head -c 8 "$T/model/mae_per_step.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
     echo "PASS eval_plot (mae_per_step.png written by eval and eval merge)"
 else fail eval_plot "no mae_per_step.png"; fi
+
+# --replan K --delay D: the open-loop replay executes K rows per chunk, D of them the old chunk's (the inference
+# delay), with and without RTC on the same seeds; every number recomputed in numpy from the dumped chunks
+for f in "$T"/lib/data/chunk-000/*.parquet; do $MACT dataset dump "$f" >"$f.json"; done
+RP="--dataset $T/lib --model $T/ck --policy model --episodes 0:3 --steps 2 --seed 3 --replan 4 --delay 2"
+$MACT eval $RP --out "$T/rp" >"$T/rp.txt" 2>"$T/rp.err" &&
+$PY tests/dataset/replan_check.py "$T/rp/result.json" "$T/rp/episodes.jsonl" "$T/ck/norm_stats.json" libero "$T"/lib/data/chunk-000/*.parquet.json >"$T/rp_check.txt" 2>&1 &&
+    echo "PASS eval_replan_numpy ($(head -1 "$T/rp_check.txt"))" || fail eval_replan_numpy "numpy disagrees or eval failed" "$T/rp_check.txt"
+grep -h "join jump" "$T/rp.txt" | sed 's/^ */INFO /'
+$MACT eval $RP --rtc-schedule ones --execution-horizon 5 --out "$T/rpo" >"$T/rpo.txt" 2>&1 &&
+$PY tests/dataset/replan_check.py "$T/rpo/result.json" "$T/rpo/episodes.jsonl" "$T/ck/norm_stats.json" libero --ones 5 "$T"/lib/data/chunk-000/*.parquet.json >"$T/rpo_check.txt" 2>&1 &&
+    echo "PASS eval_replan_rtc_ones ($(head -1 "$T/rpo_check.txt" | grep -o 'ones:.*(> 1e-2)'))" || fail eval_replan_rtc_ones "rows of weight 1 differ from the old chunk" "$T/rpo_check.txt"
+ok=1
+for i in 0 1; do $MACT eval $RP --shard $i/2 --out "$T/rps$i" >/dev/null 2>&1 || ok=0; done
+$MACT eval merge --out "$T/rpm" "$T/rps0" "$T/rps1" >"$T/rpm.txt" 2>&1 || ok=0
+c1=$(jq_py "$T/rp/result.json" "r['config']"); c0=$($PY -c "import json; print(json.load(open('$T/model/result.json'))['config'])")
+$MACT eval --dataset "$T/lib" --model "$T/ck" --policy model --episodes 0:3 --steps 2 --seed 3 --out "$T/rp" >"$T/rpx.txt" 2>&1; rx=$?
+[ $ok = 1 ] && cmp -s "$T/rpm/result.json" "$T/rp/result.json" && cmp -s "$T/rpm/episodes.jsonl" "$T/rp/episodes.jsonl" && [ $rx = 1 ] &&
+    grep -q "use a fresh --out" "$T/rpx.txt" && [ "$c1" != "$c0" ] &&
+    echo "PASS eval_replan_merge (2 shards + merge byte-equal; fingerprint $c1, without --replan refused in its --out)" ||
+    fail eval_replan_merge "merge differs (ok $ok) or rerun without --replan not refused (rc $rx)" "$T/rpm.txt"
+bad_ok=1; msgs=""
+chk() {  # expected message, then the flags
+    local want=$1; shift
+    $MACT eval --dataset "$T/lib" --model "$T/ck" --episodes 0:1 --out "$T/rpbad" "$@" >"$T/rpbad.txt" 2>&1; local rc=$?
+    if [ $rc != 2 ] || ! grep -q -- "$want" "$T/rpbad.txt"; then bad_ok=0; msgs="$msgs [$* -> rc $rc: $(head -c 200 "$T/rpbad.txt")]"; fi
+}
+chk "replan" --replan 0
+chk "must be below --replan 3" --replan 3 --delay 3
+chk "exceeds the horizon 10" --replan 8 --delay 3
+chk "must be below the horizon 10" --replan 10
+chk "rtc-schedule needs --replan" --rtc-schedule ones
+chk "delay needs --replan" --delay 2
+chk "no-rtc-compare needs --replan" --no-rtc-compare
+chk "max-guidance-weight needs --replan" --max-guidance-weight 3
+chk "needs --policy model" --replan 4 --policy hold
+chk "rtc-schedule is linear" --replan 4 --rtc-schedule bogus
+chk "static-threshold does not apply" --replan 4 --static-threshold 0.1
+[ $bad_ok = 1 ] && [ -z "$(ls "$T/rpbad/episodes" 2>/dev/null)" ] && echo "PASS eval_replan_bad_flags (11 bad flag sets: exit 2, named)" ||
+    fail eval_replan_bad_flags "$msgs"
+[ -s "$T/rp/replan_trajectory.png" ] && [ "$(head -c 8 "$T/rp/replan_trajectory.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
+    echo "PASS eval_replan_plot (replan_trajectory.png)" || fail eval_replan_plot "no replan_trajectory.png"

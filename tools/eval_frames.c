@@ -116,7 +116,7 @@ static void *run(void *arg)
         it.act = act; it.st = st; it.n = n; it.da = da; it.dsd = dsd;
         /* act stays readable here until EVF_EPISODE_END is pushed: the consumer frees it only after that */
         int stopped = push(f, &it) != 0;
-        for (int64_t t = 0; !stopped && !bad && t + o->H <= n; t++) {
+        for (int64_t t = 0; !stopped && !bad && t + o->H <= n; t += o->stride > 1 ? o->stride : 1) {
             memset(&it, 0, sizeof it);
             it.kind = EVF_FRAME;
             it.q = q;

@@ -39,6 +39,7 @@ typedef struct {
     double static_threshold;
     const char *episode_dir;      /* finished episodes: episode_dir/ep_NNNNNN.json exists */
     double tolerance_s;           /* video frames: |frame time - query time| allowed; 0: LeRobot's 1e-4 s */
+    int stride;                   /* 0 or 1: every frame t; S > 1: only the frames t = 0, S, 2S, ... (eval --replan) */
 } evf_options;
 
 typedef struct evf evf;
