@@ -45,7 +45,8 @@ LIB_DIRS := src/base src/io src/model src/kernels src/kernels/ref src/stages $(i
             $(if $(ARCH_ARM),src/kernels/arm)
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
-DEV_SRC  := $(wildcard src/dev/*.c)
+# mact export (src/export/): development code too, in libmact_dev.a
+DEV_SRC  := $(wildcard src/dev/*.c) $(wildcard src/export/*.c)
 DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o)
 # the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so. Left out of
 # cross builds (SERVER= ): libwebsockets-dev:arm64 does not co-install with the amd64 package.
@@ -62,6 +63,10 @@ TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)
 all: $(BUILD)/mact $(BUILD)/libmact.so $(BUILD)/mact.pc $(TESTS)
 
 $(BUILD)/obj/dev/%.o: src/dev/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/export/%.o: src/export/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
