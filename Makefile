@@ -45,9 +45,12 @@ LIB_DIRS := src/base src/io src/model src/kernels src/kernels/ref src/stages $(i
             $(if $(ARCH_ARM),src/kernels/arm)
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
-# mact export (src/export/): development code too, in libmact_dev.a
+# mact export (src/export/): development code too, in libmact_dev.a; its ONNX subset schema is compiled by
+# protoc-c (Debian's protobuf-c-compiler) into $(BUILD)/gen/ and linked with -lprotobuf-c
 DEV_SRC  := $(wildcard src/dev/*.c) $(wildcard src/export/*.c)
-DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o)
+DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx_subset.pb-c.o
+PROTOC_C ?= protoc-c
+DEV_LIBS := -lprotobuf-c
 # the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so. Left out of
 # cross builds (SERVER= ): libwebsockets-dev:arm64 does not co-install with the amd64 package.
 SERVER  ?= $(if $(CROSS),,1)
@@ -66,9 +69,17 @@ $(BUILD)/obj/dev/%.o: src/dev/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/export/%.o: src/export/%.c $(HDRS)
+$(BUILD)/gen/onnx_subset.pb-c.c $(BUILD)/gen/onnx_subset.pb-c.h: src/export/onnx_subset.proto
+	@mkdir -p $(BUILD)/gen
+	$(PROTOC_C) --c_out=$(BUILD)/gen --proto_path=src/export $<
+
+$(BUILD)/obj/gen/onnx_subset.pb-c.o: $(BUILD)/gen/onnx_subset.pb-c.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+$(BUILD)/obj/export/%.o: src/export/%.c $(HDRS) $(BUILD)/gen/onnx_subset.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/obj/server/%.o: src/server/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -103,11 +114,11 @@ $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
 
 # the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart and eval's plot
 $(BUILD)/mact: $(TOOLS_SRC) $(wildcard tools/*.h) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) $(if $(SERVER),,-DMACT_NO_SERVER) -Itools $(TOOLS_SRC) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(SERVER_LIBS) $(LDLIBS) -lcairo -o $@
+	$(CC) $(CFLAGS) $(if $(SERVER),,-DMACT_NO_SERVER) -Itools $(TOOLS_SRC) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(SERVER_LIBS) $(LDLIBS) $(DEV_LIBS) -lcairo -o $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/c $< $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests/c $< $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) $(DEV_LIBS) -o $@
 
 test: all
 	BUILD=$(BUILD) tests/run.sh

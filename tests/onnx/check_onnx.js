@@ -1,0 +1,127 @@
+#!/usr/bin/env node
+// Runs every graph of a `mact export onnx` folder with ONNX Runtime (onnxruntime-node, CPU) on the inputs of a
+// `mact export golden` folder and compares each output with the golden reference tensor.
+//   node check_onnx.js ONNX_DIR GOLDEN_DIR [--label L] [--cos-min C] [--rel-tol R] [--threads T] [--info]
+// Prints one line per output:  RESULT label/component/output cosine=.. (>= C) max_abs=.. (<= R x max|ref| = ..)
+// max_ref=..  with RESULT PASS or FAIL (--info: INFO, no thresholds applied: the fp16-weight graphs). Exit 1 on
+// any FAIL or a graph that cannot run. Reads .npz (stored or deflated members) and .npy v1/v2 itself.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const zlib = require('zlib');
+const ort = require('onnxruntime-node');
+
+function parseNpy(buf, what) {
+  if (buf.readUInt32BE(0) !== 0x934e554d || buf[4] !== 0x50 || buf[5] !== 0x59) throw new Error(`${what}: not an npy file`);
+  const major = buf[6];
+  const hl = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const off = major === 1 ? 10 : 12;
+  const hdr = buf.toString('latin1', off, off + hl);
+  const descr = /'descr':\s*'([^']+)'/.exec(hdr)[1];
+  if (/'fortran_order':\s*True/.test(hdr)) throw new Error(`${what}: fortran order`);
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(hdr)[1].split(',').map((s) => s.trim()).filter((s) => s).map(Number);
+  const n = shape.reduce((a, b) => a * b, 1);
+  const data = buf.subarray(off + hl);
+  const f = new Float32Array(n);
+  if (descr === '<f4') for (let i = 0; i < n; i++) f[i] = data.readFloatLE(i * 4);
+  else if (descr === '<i8') for (let i = 0; i < n; i++) f[i] = Number(data.readBigInt64LE(i * 8));
+  else if (descr === '|b1' || descr === '|u1') for (let i = 0; i < n; i++) f[i] = data[i];
+  else throw new Error(`${what}: dtype ${descr} not handled`);
+  return { shape, data: f };
+}
+
+function readNpz(file) {
+  const b = fs.readFileSync(file);
+  let e = b.length - 22;
+  while (e >= 0 && b.readUInt32LE(e) !== 0x06054b50) e--;
+  if (e < 0) throw new Error(`${file}: no zip end record`);
+  const count = b.readUInt16LE(e + 10);
+  let p = b.readUInt32LE(e + 16);
+  const out = {};
+  for (let i = 0; i < count; i++) {
+    if (b.readUInt32LE(p) !== 0x02014b50) throw new Error(`${file}: bad central directory`);
+    const method = b.readUInt16LE(p + 10), csize = b.readUInt32LE(p + 20);
+    const nl = b.readUInt16LE(p + 28), xl = b.readUInt16LE(p + 30), cl = b.readUInt16LE(p + 32);
+    const lho = b.readUInt32LE(p + 42);
+    const name = b.toString('utf8', p + 46, p + 46 + nl);
+    p += 46 + nl + xl + cl;
+    const lnl = b.readUInt16LE(lho + 26), lxl = b.readUInt16LE(lho + 28);
+    const raw = b.subarray(lho + 30 + lnl + lxl, lho + 30 + lnl + lxl + csize);
+    const body = method === 0 ? raw : zlib.inflateRawSync(raw);
+    out[name.replace(/\.npy$/, '')] = parseNpy(body, `${file}:${name}`);
+  }
+  return out;
+}
+
+function compare(got, ref) {
+  let dot = 0, ng = 0, nr = 0, mx = 0, mr = 0;
+  for (let i = 0; i < ref.length; i++) {
+    const g = got[i], f = ref[i];
+    dot += g * f; ng += g * g; nr += f * f;
+    const d = Math.abs(g - f);
+    if (!(d <= mx)) mx = Number.isNaN(d) ? Infinity : d;
+    if (Math.abs(f) > mr) mr = Math.abs(f);
+  }
+  const cos = ng === 0 && nr === 0 ? 1 : dot / (Math.sqrt(ng) * Math.sqrt(nr) + 1e-300);
+  return { cos, mx, mr };
+}
+
+async function main() {
+  const a = process.argv.slice(2);
+  const opt = { label: 'onnx', cos: 0.99999, rel: 1e-4, threads: 1, info: false };
+  const pos = [];
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] === '--label') opt.label = a[++i];
+    else if (a[i] === '--cos-min') opt.cos = Number(a[++i]);
+    else if (a[i] === '--rel-tol') opt.rel = Number(a[++i]);
+    else if (a[i] === '--threads') opt.threads = Number(a[++i]);
+    else if (a[i] === '--info') opt.info = true;
+    else pos.push(a[i]);
+  }
+  if (pos.length !== 2) { console.error('usage: check_onnx.js ONNX_DIR GOLDEN_DIR [--label L] [--info]'); process.exit(2); }
+  const [onnxDir, golden] = pos;
+  const comps = fs.readdirSync(onnxDir).filter((d) => fs.existsSync(path.join(onnxDir, d, d + '.onnx'))).sort();
+  let fails = 0, rows = 0;
+  for (const c of comps) {
+    const gfile = path.join(golden, c + '_io.npz');
+    if (!fs.existsSync(gfile)) { console.log(`FAIL ${opt.label}/${c}: no golden file ${c}_io.npz`); fails++; continue; }
+    let outs;
+    const z = readNpz(gfile);
+    try {
+      const s = await ort.InferenceSession.create(path.join(onnxDir, c, c + '.onnx'),
+        { intraOpNumThreads: opt.threads, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
+      const feeds = {};
+      for (const n of s.inputNames) {
+        if (!z[n]) throw new Error(`golden ${c}_io.npz has no input ${n}`);
+        feeds[n] = new ort.Tensor('float32', z[n].data, z[n].shape);
+      }
+      const t0 = process.hrtime.bigint();
+      outs = await s.run(feeds);
+      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+      console.log(`INFO ${opt.label}/${c}: ONNX Runtime ${ms.toFixed(1)} ms (${opt.threads} threads), inputs ${s.inputNames.join(', ')}`);
+      for (const n of s.outputNames) {
+        const ref = z[n];
+        if (!ref) { console.log(`FAIL ${opt.label}/${c}/${n}: golden has no ${n}`); fails++; continue; }
+        const got = outs[n].data;
+        if (got.length !== ref.data.length) {
+          console.log(`FAIL ${opt.label}/${c}/${n}: ${got.length} elements, golden ${ref.data.length}`); fails++; continue;
+        }
+        const r = compare(got, ref.data);
+        const tol = opt.rel * r.mr;
+        const pass = r.cos >= opt.cos && r.mx <= tol;
+        const res = opt.info ? 'INFO' : pass ? 'PASS' : 'FAIL';
+        if (!opt.info && !pass) fails++;
+        rows++;
+        console.log(`${res} ${opt.label}/${c}/${n} cosine=${r.cos.toFixed(9)}${opt.info ? '' : ` (>= ${opt.cos})`} ` +
+          `max_abs=${r.mx.toExponential(3)}${opt.info ? '' : ` (<= ${opt.rel} x max|ref| = ${tol.toExponential(3)})`} ` +
+          `max_ref=${r.mr.toExponential(3)} shape=[${outs[n].dims.join(',')}]`);
+      }
+    } catch (e) {
+      console.log(`FAIL ${opt.label}/${c}: ${String(e.message || e).split('\n')[0]}`);
+      fails++;
+    }
+  }
+  if (!rows && !fails) { console.log(`FAIL ${opt.label}: no graph found in ${onnxDir}`); fails++; }
+  process.exit(fails ? 1 : 0);
+}
+main();
