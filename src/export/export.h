@@ -47,6 +47,7 @@ typedef struct {
     mact_export_weights weights;
     mact_export_grid_sample grid_sample;
     const char *norm_tag;         /* horizon, action width and camera count: this tag (NULL: the only / first) */
+    int n_images;                 /* cameras of the vision graph; 0: the tag's camera_keys count (else 1) */
 } mact_export_onnx_options;
 
 /* The seven graphs vision/, llm_split0..S-1/, action_context/, action_step/ in out_dir, each folder one

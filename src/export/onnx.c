@@ -25,7 +25,7 @@
 typedef struct {
     const mact_model *m;
     const mact_config *c;
-    int seq_len, H, A, S, fp16;
+    int seq_len, H, A, S, fp16, n_img, decomposed;
     float *buf;
     size_t buf_cap;
     int failed;
@@ -302,6 +302,167 @@ static void build_step(og *g, ctx *x)
     og_output(g, "next_trajectory", 3, I64(1, H, A));
 }
 
+
+/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+static const char *gelu_tanh(og *g, const char *in)
+{
+    const char *x3 = OP(g, "Mul", OP(g, "Mul", in, in), in);
+    const char *inner = OP(g, "Mul", OP(g, "Add", in, OP(g, "Mul", x3, og_const_f(g, 0.044715f))), og_const_f(g, 0.7978845608028654f));
+    return OP(g, "Mul", OP(g, "Mul", in, og_const_f(g, 0.5f)), OP(g, "Add", OP(g, "Tanh", inner), og_const_f(g, 1.f)));
+}
+
+static const char *layernorm(og *g, ctx *x, const char *in, const char *what, const mact_tensor *w, const mact_tensor *b, float eps)
+{
+    char nw[96], nb[96];
+    snprintf(nw, sizeof nw, "%s.weight", what);
+    snprintf(nb, sizeof nb, "%s.bias", what);
+    return og_node(g, "LayerNormalization", NULL, 3, IN(in, weight(g, x, nw, w, 0), weight(g, x, nb, b, 0)),
+                   og_ai(g, "axis", -1), og_af(g, "epsilon", eps), NULL);
+}
+
+/* SwiGLU projector rows [.., pool_hidden] -> [.., d_model] */
+static const char *projector(og *g, ctx *x, const char *in)
+{
+    const mact_vision_weights *w = &x->m->vis;
+    og_block(g, "vision.projector");
+    const char *a = silu(g, linear(g, x, in, "w1", &w->proj_w1, NULL));
+    const char *b = linear(g, x, in, "w3", &w->proj_w3, NULL);
+    return linear(g, x, OP(g, "Mul", a, b), "w2", &w->proj_w2, NULL);
+}
+
+/* the grid token sampler on feat [n, T, C] -> [n, K, C]: GridSample (native) or the four bilinear neighbours
+ * gathered and weighted (decomposed), both F.grid_sample(bilinear, zeros, align_corners=False) */
+static const char *sampler(og *g, ctx *x, const char *feat, int n, int decomposed)
+{
+    const mact_config *c = x->c;
+    const mact_vision_weights *w = &x->m->vis;
+    const int64_t C = c->sampler_c, K = c->sampler_k, GH = c->pooled_h, GW = c->pooled_w, T = GH * GW;
+    og_block(g, "vision.sampler.scout");
+    const char *gm = og_node(g, "ReduceMean", NULL, 2, IN(feat, og_const_i(g, 1, I64(1))), og_ai(g, "keepdims", 0), NULL);
+    const char *hid = OP(g, "Relu", linear(g, x, gm, "scout_mlp.0", &w->scout0_w, &w->scout0_b));
+    const char *pts = RESHAPE(g, OP(g, "Sigmoid", linear(g, x, hid, "scout_mlp.2", &w->scout2_w, &w->scout2_b)), n, K, 2);
+    const char *samp;
+    og_block(g, "vision.sampler.grid_sample");
+    const char *grid = OP(g, "Sub", OP(g, "Mul", pts, og_const_f(g, 2.f)), og_const_f(g, 1.f));  /* [n, K, 2] (x, y) */
+    if (!decomposed) {
+        const char *M = TRANSPOSE(g, RESHAPE(g, feat, n, GH, GW, C), 0, 3, 1, 2);  /* [n, C, GH, GW] */
+        const char *gs = og_node(g, "GridSample", NULL, 2, IN(M, RESHAPE(g, grid, n, 1, K, 2)), og_as(g, "mode", "linear"),
+                                 og_as(g, "padding_mode", "zeros"), og_ai(g, "align_corners", 0), NULL);  /* [n, C, 1, K] */
+        samp = TRANSPOSE(g, RESHAPE(g, gs, n, C, K), 0, 2, 1);
+    } else {
+        const char *xy[2];
+        og_node_multi(g, "Split", 2, IN(grid, og_const_i(g, 2, I64(1, 1))), 2, xy, og_ai(g, "axis", -1), NULL);  /* [n, K, 1] */
+        /* ix = ((gx + 1) * W - 1) / 2 */
+        const char *ix = OP(g, "Div", OP(g, "Sub", OP(g, "Mul", OP(g, "Add", xy[0], og_const_f(g, 1.f)), og_const_f(g, (float)GW)), og_const_f(g, 1.f)), og_const_f(g, 2.f));
+        const char *iy = OP(g, "Div", OP(g, "Sub", OP(g, "Mul", OP(g, "Add", xy[1], og_const_f(g, 1.f)), og_const_f(g, (float)GH)), og_const_f(g, 1.f)), og_const_f(g, 2.f));
+        const char *x0 = OP(g, "Floor", ix), *y0 = OP(g, "Floor", iy);
+        const char *wx = OP(g, "Sub", ix, x0), *wy = OP(g, "Sub", iy, y0);
+        const char *one = og_const_f(g, 1.f);
+        const char *wxs[2] = {OP(g, "Sub", one, wx), wx}, *wys[2] = {OP(g, "Sub", one, wy), wy};
+        float offs[64];
+        for (int i = 0; i < n && i < 64; i++) offs[i] = (float)(i * T);
+        const char *off = og_const_fv(g, offs, 3, I64(n, 1, 1));
+        const char *flat = RESHAPE(g, feat, -1, C);  /* [n*T, C] */
+        samp = NULL;
+        for (int q = 0; q < 4; q++) {
+            int dx = q & 1, dy = q >> 1;
+            const char *xi = dx ? OP(g, "Add", x0, one) : x0, *yi = dy ? OP(g, "Add", y0, one) : y0;
+            /* inside the grid: 0 <= xi < GW and 0 <= yi < GH (zero padding outside) */
+            const char *vx = OP(g, "And", OP(g, "GreaterOrEqual", xi, og_const_f(g, 0.f)), OP(g, "Less", xi, og_const_f(g, (float)GW)));
+            const char *vy = OP(g, "And", OP(g, "GreaterOrEqual", yi, og_const_f(g, 0.f)), OP(g, "Less", yi, og_const_f(g, (float)GH)));
+            const char *valid = og_node(g, "Cast", NULL, 1, IN(OP(g, "And", vx, vy)), og_ai(g, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT), NULL);
+            const char *xc = OP(g, "Clip", xi, og_const_f(g, 0.f), og_const_f(g, (float)(GW - 1)));
+            const char *yc = OP(g, "Clip", yi, og_const_f(g, 0.f), og_const_f(g, (float)(GH - 1)));
+            const char *idx = OP(g, "Add", OP(g, "Add", OP(g, "Mul", yc, og_const_f(g, (float)GW)), xc), off);  /* [n, K, 1] */
+            idx = og_node(g, "Cast", NULL, 1, IN(RESHAPE(g, idx, n, K)), og_ai(g, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64), NULL);
+            const char *rows = og_node(g, "Gather", NULL, 2, IN(flat, idx), og_ai(g, "axis", 0), NULL);  /* [n, K, C] */
+            const char *wq = OP(g, "Mul", OP(g, "Mul", wxs[dx], wys[dy]), valid);
+            const char *term = OP(g, "Mul", wq, rows);
+            samp = samp ? OP(g, "Add", samp, term) : term;
+        }
+    }
+    og_block(g, "vision.sampler.coord_encoder");
+    const char *ch = OP(g, "Relu", linear(g, x, pts, "coord_encoder.0", &w->coord0_w, &w->coord0_b));
+    return OP(g, "Add", samp, linear(g, x, ch, "coord_encoder.2", &w->coord2_w, &w->coord2_b));
+}
+
+/* ---- vision: pixel_values [1, n_img, P, PD] -> image_embeds [n_img * K, D] ---- */
+static void build_vision(og *g, ctx *x, int n, int decomposed)
+{
+    const mact_config *c = x->c;
+    const mact_vision_weights *w = &x->m->vis;
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, VH = c->vit_hidden;
+    const int64_t T = (int64_t)c->pooled_h * c->pooled_w, W = (int64_t)c->pool_h * c->pool_w, PIN = (int64_t)c->n_taps * VH;
+    og_input(g, "pixel_values", 4, I64(1, n, P, PD));
+    og_block(g, "vision.canonicalize");
+    /* round((x + 1) / 2 * 255) / 255 * 2 - 1, Round being half-to-even as rintf */
+    const char *px = RESHAPE(g, "pixel_values", n, P, PD);
+    px = OP(g, "Round", OP(g, "Mul", OP(g, "Div", OP(g, "Add", px, og_const_f(g, 1.f)), og_const_f(g, 2.f)), og_const_f(g, 255.f)));
+    px = OP(g, "Sub", OP(g, "Mul", OP(g, "Div", px, og_const_f(g, 255.f)), og_const_f(g, 2.f)), og_const_f(g, 1.f));
+    og_block(g, "vision.patch_embedding");
+    size_t npos;
+    const char *h = linear(g, x, px, "patch_embedding", &w->patch_w, &w->patch_b);
+    float *pos = as_f32(x, &w->pos_emb, 0, &npos);
+    h = OP(g, "Add", h, og_weight(g, "positional_embedding", pos ? pos : (float[]){0}, 2, I64(P, VH)));
+    int last = 0;
+    for (int t = 0; t < c->n_taps; t++) if (c->taps[t] > last) last = c->taps[t];
+    const char *taps[MACT_MAX_TAPS] = {0};
+    for (int j = 0; j <= last; j++) {
+        const mact_vit_block *b = &w->blocks[j];
+        og_block(g, "vision.vit.block%d", j);
+        const char *u = layernorm(g, x, h, "attention_norm", &b->attention_norm_w, &b->attention_norm_b, c->vit_eps);
+        const char *q = RESHAPE(g, linear(g, x, u, "attention.wq", &b->wq, &b->bq), 0, 0, c->vit_heads, c->vit_head_dim);
+        const char *k = RESHAPE(g, linear(g, x, u, "attention.wk", &b->wk, &b->bk), 0, 0, c->vit_heads, c->vit_head_dim);
+        const char *v = RESHAPE(g, linear(g, x, u, "attention.wv", &b->wv, &b->bv), 0, 0, c->vit_heads, c->vit_head_dim);
+        const char *o = attention(g, q, k, v, NULL, c->vit_heads, c->vit_heads, c->vit_head_dim);
+        h = OP(g, "Add", h, linear(g, x, o, "attention.wo", &b->wo, &b->bo));
+        u = layernorm(g, x, h, "ffn_norm", &b->ffn_norm_w, &b->ffn_norm_b, c->vit_eps);
+        u = gelu_tanh(g, linear(g, x, u, "feed_forward.w1", &b->w1, &b->b1));
+        h = OP(g, "Add", h, linear(g, x, u, "feed_forward.w2", &b->w2, &b->b2));
+        for (int t = 0; t < c->n_taps; t++) if (c->taps[t] == j) taps[t] = h;
+    }
+    og_block(g, "vision.pooling");
+    const char *feats = c->n_taps == 1 ? taps[0] : og_node(g, "Concat", NULL, c->n_taps, taps, og_ai(g, "axis", -1), NULL);
+    /* the 2x2 windows over the padded grid (pad bottom / right): index, validity, query divisor */
+    int64_t *idx = malloc((size_t)(T * W) * sizeof *idx);
+    float *valid = malloc((size_t)(T * W) * sizeof *valid), *div = malloc((size_t)T * sizeof *div), *bias = malloc((size_t)(T * W) * sizeof *bias);
+    if (!idx || !valid || !div || !bias) { free(idx); free(valid); free(div); free(bias); g->failed = 1; return; }
+    const int pad_top = (c->pooled_h * c->pool_h - c->grid_h) / 2, pad_left = (c->pooled_w * c->pool_w - c->grid_w) / 2;
+    for (int64_t t = 0; t < T; t++) {
+        int ti = (int)(t / c->pooled_w), tj = (int)(t % c->pooled_w), nv = 0;
+        for (int64_t k = 0; k < W; k++) {
+            int r = ti * c->pool_h + (int)(k / c->pool_w) - pad_top, cc = tj * c->pool_w + (int)(k % c->pool_w) - pad_left;
+            int ok = r >= 0 && r < c->grid_h && cc >= 0 && cc < c->grid_w;
+            idx[t * W + k] = ok ? (int64_t)r * c->grid_w + cc : 0;
+            valid[t * W + k] = ok ? 1.f : 0.f;
+            bias[t * W + k] = ok ? 0.f : -FLT_MAX;
+            nv += ok;
+        }
+        div[t] = c->pooling_mask == MACT_POOL_NONE ? (float)W : (float)(nv ? nv : 1);
+    }
+    const char *ix = og_const_i(g, (int)(T * W), idx);
+    const char *X = og_node(g, "Gather", NULL, 2, IN(feats, ix), og_ai(g, "axis", 1), NULL);
+    X = OP(g, "Mul", RESHAPE(g, X, n, T, W, PIN), og_const_fv(g, valid, 3, I64(T, W, 1)));      /* [n, T, W, PIN] */
+    const char *qry = og_node(g, "ReduceSum", NULL, 2, IN(X, og_const_i(g, 1, I64(2))), og_ai(g, "keepdims", 1), NULL);
+    qry = OP(g, "Div", qry, og_const_fv(g, div, 3, I64(T, 1, 1)));                            /* [n, T, 1, PIN] */
+    const int ph = c->pool_heads, pd = c->pool_head_dim;
+    const char *q = TRANSPOSE(g, RESHAPE(g, linear(g, x, qry, "image_pooling_2d.wq", &w->pool_wq, &w->pool_bq), n, T, 1, ph, pd), 0, 1, 3, 2, 4);
+    const char *k = TRANSPOSE(g, RESHAPE(g, linear(g, x, X, "image_pooling_2d.wk", &w->pool_wk, &w->pool_bk), n, T, W, ph, pd), 0, 1, 3, 4, 2);
+    const char *v = TRANSPOSE(g, RESHAPE(g, linear(g, x, X, "image_pooling_2d.wv", &w->pool_wv, &w->pool_bv), n, T, W, ph, pd), 0, 1, 3, 2, 4);
+    const char *s = OP(g, "MatMul", OP(g, "Mul", q, og_const_f(g, 1.f / sqrtf((float)pd))), k);  /* [n, T, ph, 1, W] */
+    if (c->pooling_mask == MACT_POOL_SDPA) s = OP(g, "Add", s, og_const_fv(g, bias, 4, I64(T, 1, 1, W)));
+    free(idx); free(valid); free(div); free(bias);
+    const char *att = OP(g, "MatMul", og_node(g, "Softmax", NULL, 1, IN(s), og_ai(g, "axis", -1), NULL), v);  /* [n, T, ph, 1, pd] */
+    const char *pooled = linear(g, x, RESHAPE(g, att, n, T, (int64_t)ph * pd), "image_pooling_2d.wo", &w->pool_wo, &w->pool_bo);
+    const char *e;
+    if (!c->use_sampler) e = projector(g, x, pooled);
+    else if (c->sampler_after_projector) e = sampler(g, x, projector(g, x, pooled), n, decomposed);
+    else e = projector(g, x, sampler(g, x, pooled, n, decomposed));
+    og_block(g, "vision.out");
+    og_node(g, "Reshape", "image_embeds", 2, IN(e, og_const_i(g, 2, I64(-1, c->d_model))), NULL);
+    og_output(g, "image_embeds", 2, I64((int64_t)n * c->tokens_per_image, c->d_model));
+}
+
 /* one component: <tmp>/<name>/<name>.onnx + <name>.onnx.data */
 static int write_component(ctx *x, const char *tmp, const char *name, int kind, int a, int b, FILE *log, char *err, size_t el)
 {
@@ -314,7 +475,8 @@ static int write_component(ctx *x, const char *tmp, const char *name, int kind, 
     if (!df) { snprintf(err, el, "cannot create %.900s", path); return MACT_ERR_IO; }
     og g;
     og_init(&g, df, dname, x->fp16);
-    if (kind == 0) build_llm(&g, x, a, b);
+    if (kind == 3) build_vision(&g, x, x->n_img, x->decomposed);
+    else if (kind == 0) build_llm(&g, x, a, b);
     else if (kind == 1) build_context(&g, x);
     else build_step(&g, x);
     int bad = fclose(df) != 0 || g.failed || x->failed;
@@ -350,11 +512,17 @@ int mact_export_onnx(const mact_export_onnx_options *o, const char *out_dir, FIL
              .fp16 = o->weights == MACT_EXPORT_FP16};
     /* the horizon from the norm tag (as mact_predict), else max_action_horizon */
     x.H = c->max_action_horizon;
+    x.n_img = 0;
+    x.decomposed = o->grid_sample == MACT_EXPORT_GS_DECOMPOSED;
     size_t nt = mact_model_num_norm_tags(m);
     for (size_t i = 0; i < nt; i++) {
         mact_norm_tag_info ti;
         if (mact_model_norm_tag(m, i, &ti)) continue;
-        if (o->norm_tag ? !strcmp(o->norm_tag, ti.name) : i == 0) { if (ti.action_horizon > 0) x.H = ti.action_horizon; break; }
+        if (o->norm_tag ? !strcmp(o->norm_tag, ti.name) : i == 0) {
+            if (ti.action_horizon > 0) x.H = ti.action_horizon;
+            if (ti.n_cameras > 0) x.n_img = ti.n_cameras;
+            break;
+        }
         if (o->norm_tag && i + 1 == nt) { snprintf(err, el, "no norm tag \"%.200s\" in norm_stats.json", o->norm_tag); mact_model_free(m); return MACT_ERR_INPUT; }
     }
     /* what the graphs cannot express is refused by name before anything is written */
@@ -362,6 +530,10 @@ int mact_export_onnx(const mact_export_onnx_options *o, const char *out_dir, FIL
     if (c->ae_tdim % 2) why = "action_expert_config.timestep_embed_dim is odd";
     else if (c->n_heads % c->n_kv_heads) why = "text_config.num_attention_heads is not a multiple of num_key_value_heads";
     else if (o->seq_len && o->seq_len > c->max_position_embeddings) why = "--seq-len exceeds max_position_embeddings";
+    else if (c->use_sampler && c->pooled_h != c->pooled_w) why = "the grid token sampler on a non-square pooled grid";
+    else if (o->n_images > 64) why = "more than 64 cameras";
+    if (o->n_images > 0) x.n_img = o->n_images;
+    if (!x.n_img) x.n_img = 1;
     if (why) {
         snprintf(err, el, "unsupported for ONNX export: %s (nothing written)", why);
         mact_model_free(m);
@@ -371,7 +543,7 @@ int mact_export_onnx(const mact_export_onnx_options *o, const char *out_dir, FIL
     if ((rc = mact_export_begin(out_dir, tmp, sizeof tmp, err, el))) { mact_model_free(m); return rc; }
     int ranges[MACT_EXPORT_MAX_SPLITS][2];
     int splits = mact_export_split_ranges(c->n_layers, o->splits ? o->splits : 4, ranges);
-    if (log) fprintf(log, "vision           not exported (not built yet: docs/export.md)\n");
+    rc = write_component(&x, tmp, "vision", 3, 0, 0, log, err, el);
     for (int i = 0; i < splits && !rc; i++) {
         char name[32];
         snprintf(name, sizeof name, "llm_split%d", i);
