@@ -20,6 +20,7 @@ static int usage_export(FILE *f)
             "                          [--seed N | --noise F.npy] [--norm-tag T] [--splits 4] [--threads N] --out DIR\n"
             "       mact export onnx --model DIR --out DIR [--splits 4] [--seq-len N] [--weights fp32|fp16]\n"
             "                          [--grid-sample native|decomposed] [--norm-tag T] [--n-images N]\n"
+            "                          [--only vision|llm_split<i>|action_context|action_step]\n"
             "  golden: the seed's golden I/O (vision_io.npz, llm_split{i}_io.npz, action_context_io.npz,\n"
             "          action_step_io.npz, action_loop_io.npz, e2e_io.npz, trace.json) from one fp32 inference\n"
             "  onnx:   per-component ONNX graphs (opset 20, weights as external data) with the seed's I/O names\n"
@@ -146,6 +147,7 @@ static int cmd_export_onnx(int argc, char **argv)
         else if (!strcmp(k, "--out")) out = v;
         else if (!strcmp(k, "--norm-tag")) o.norm_tag = v;
         else if (!strcmp(k, "--splits")) { if (mact_parse_int_arg("mact export onnx: --splits", v, 1, MACT_EXPORT_MAX_SPLITS, &o.splits, perr, sizeof perr)) goto bad; }
+        else if (!strcmp(k, "--only")) o.only = v;
         else if (!strcmp(k, "--n-images")) { if (mact_parse_int_arg("mact export onnx: --n-images", v, 1, 64, &o.n_images, perr, sizeof perr)) goto bad; }
         else if (!strcmp(k, "--seq-len")) { if (mact_parse_int_arg("mact export onnx: --seq-len", v, 1, 1 << 20, &o.seq_len, perr, sizeof perr)) goto bad; }
         else if (!strcmp(k, "--weights")) {

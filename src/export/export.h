@@ -47,6 +47,7 @@ typedef struct {
     mact_export_weights weights;
     mact_export_grid_sample grid_sample;
     const char *norm_tag;         /* horizon, action width and camera count: this tag (NULL: the only / first) */
+    const char *only;             /* NULL: every component; else just this one (vision, llm_split<i>, ...) */
     int n_images;                 /* cameras of the vision graph; 0: the tag's camera_keys count (else 1) */
 } mact_export_onnx_options;
 
@@ -62,6 +63,9 @@ int mact_export_split_ranges(int n_layers, int splits, int (*ranges)[2]);
 int mact_export_begin(const char *dst, char *tmp, size_t cap, char *err, size_t errlen);
 /* Renames tmp onto dst; on failure removes tmp. */
 int mact_export_commit(const char *tmp, const char *dst, char *err, size_t errlen);
+/* Test hook: 1 (message in err) when $MACT_EXPORT_FAIL_AT names `what` (a golden file or an ONNX component), so a
+ * test can make an export fail half way and check that nothing is left behind. */
+int mact_export_fault(const char *what, char *err, size_t errlen);
 /* Removes the temporary folder tmp and everything in it (only what mact_export_begin created). */
 void mact_export_abort(const char *tmp);
 #endif

@@ -26,10 +26,13 @@ static float *add(npz_set *z, const char *name, int ndim, const int64_t *shape, 
     return a->data;
 }
 
+static void drop(npz_set *z);
+
 static int flush(npz_set *z, const char *dir, const char *file, char *err, size_t el)
 {
     char p[4300];
     snprintf(p, sizeof p, "%.4000s/%s", dir, file);
+    if (mact_export_fault(file, err, el)) { drop(z); return MACT_ERR_IO; }
     int rc = mact_npz_write(p, z->a, z->n, 0, err, el);
     for (size_t i = 0; i < z->n; i++) mact_array_free(&z->a[i]);
     z->n = 0;
@@ -64,8 +67,7 @@ static const char *pool_name(mact_pool_mask p)
 int mact_export_golden(const mact_export_golden_options *o, const char *out_dir, FILE *log, char *err, size_t el)
 {
     char tmp[4200] = "";
-    int rc = mact_export_begin(out_dir, tmp, sizeof tmp, err, el);
-    if (rc) return rc;
+    int rc = 0;
     mact_model *m = NULL;
     mact_session *s = NULL;
     npz_set z = {0};
@@ -90,6 +92,8 @@ int mact_export_golden(const mact_export_golden_options *o, const char *out_dir,
                                         .seed = o->seed};
     mact_predict_output res = {.actions = actions, .actions_cap = cap};
     STAGE(mact_predict(s, &in, &res));
+    /* the model loaded and the inputs were accepted: only now is anything written */
+    TRY(mact_export_begin(out_dir, tmp, sizeof tmp, err, el));
     mact_tensor_view v;
     mact_session_tensor(s, "pixel_values", &v);
     const int n_img = (int)v.shape[0], P = (int)v.shape[1], PD = (int)v.shape[2];

@@ -26,6 +26,7 @@ typedef struct {
     const mact_model *m;
     const mact_config *c;
     int seq_len, H, A, S, fp16, n_img, decomposed;
+    const char *only;
     float *buf;
     size_t buf_cap;
     int failed;
@@ -467,6 +468,8 @@ static void build_vision(og *g, ctx *x, int n, int decomposed)
 static int write_component(ctx *x, const char *tmp, const char *name, int kind, int a, int b, FILE *log, char *err, size_t el)
 {
     char dir[4300], path[4400], dname[128];
+    if (x->only && strcmp(x->only, name)) return 0;
+    if (mact_export_fault(name, err, el)) return MACT_ERR_IO;
     snprintf(dir, sizeof dir, "%.4000s/%s", tmp, name);
     if (mkdir(dir, 0755)) { snprintf(err, el, "cannot create %.900s", dir); return MACT_ERR_IO; }
     snprintf(dname, sizeof dname, "%s.onnx.data", name);
@@ -509,7 +512,7 @@ int mact_export_onnx(const mact_export_onnx_options *o, const char *out_dir, FIL
     if (rc) return rc;
     const mact_config *c = &m->cfg;
     ctx x = {.m = m, .c = c, .seq_len = o->seq_len, .A = c->max_action_dim, .S = c->flow_steps,
-             .fp16 = o->weights == MACT_EXPORT_FP16};
+             .fp16 = o->weights == MACT_EXPORT_FP16, .only = o->only};
     /* the horizon from the norm tag (as mact_predict), else max_action_horizon */
     x.H = c->max_action_horizon;
     x.n_img = 0;
@@ -539,10 +542,23 @@ int mact_export_onnx(const mact_export_onnx_options *o, const char *out_dir, FIL
         mact_model_free(m);
         return MACT_ERR_UNSUPPORTED;
     }
-    char tmp[4200] = "";
-    if ((rc = mact_export_begin(out_dir, tmp, sizeof tmp, err, el))) { mact_model_free(m); return rc; }
     int ranges[MACT_EXPORT_MAX_SPLITS][2];
     int splits = mact_export_split_ranges(c->n_layers, o->splits ? o->splits : 4, ranges);
+    if (o->only) {
+        int ok = !strcmp(o->only, "vision") || !strcmp(o->only, "action_context") || !strcmp(o->only, "action_step");
+        for (int i = 0; i < splits && !ok; i++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "llm_split%d", i);
+            ok = !strcmp(o->only, nm);
+        }
+        if (!ok) {
+            snprintf(err, el, "--only %.100s: not a component (vision, llm_split0..%d, action_context, action_step)", o->only, splits - 1);
+            mact_model_free(m);
+            return MACT_ERR_INPUT;
+        }
+    }
+    char tmp[4200] = "";
+    if ((rc = mact_export_begin(out_dir, tmp, sizeof tmp, err, el))) { mact_model_free(m); return rc; }
     rc = write_component(&x, tmp, "vision", 3, 0, 0, log, err, el);
     for (int i = 0; i < splits && !rc; i++) {
         char name[32];

@@ -80,3 +80,11 @@ int mact_export_split_ranges(int L, int S, int (*r)[2])
     }
     return S;
 }
+
+int mact_export_fault(const char *what, char *err, size_t el)
+{
+    const char *f = getenv("MACT_EXPORT_FAIL_AT");
+    if (!f || strcmp(f, what)) return 0;
+    snprintf(err, el, "%s: failure injected by MACT_EXPORT_FAIL_AT (a test of the all-or-nothing folder)", what);
+    return 1;
+}
