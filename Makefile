@@ -47,10 +47,13 @@ LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
 # mact export (src/export/): development code too, in libmact_dev.a; its ONNX subset schema is compiled by
 # protoc-c (Debian's protobuf-c-compiler) into $(BUILD)/gen/ and linked with -lprotobuf-c
-DEV_SRC  := $(wildcard src/dev/*.c) $(wildcard src/export/*.c)
-DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx_subset.pb-c.o
+# ONNX= (the default of cross builds, which have no protobuf-c for the target) leaves `mact export onnx` out.
+ONNX     ?= $(if $(CROSS),,1)
+DEV_SRC  := $(wildcard src/dev/*.c) $(if $(ONNX),$(wildcard src/export/*.c),src/export/golden.c src/export/outdir.c)
+DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o) $(if $(ONNX),$(BUILD)/obj/gen/onnx_subset.pb-c.o)
 PROTOC_C ?= protoc-c
-DEV_LIBS := -lprotobuf-c
+DEV_LIBS := $(if $(ONNX),-lprotobuf-c)
+EXPORT_DEPS := $(if $(ONNX),$(BUILD)/gen/onnx_subset.pb-c.h)
 # the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so. Left out of
 # cross builds (SERVER= ): libwebsockets-dev:arm64 does not co-install with the amd64 package.
 SERVER  ?= $(if $(CROSS),,1)
@@ -77,9 +80,9 @@ $(BUILD)/obj/gen/onnx_subset.pb-c.o: $(BUILD)/gen/onnx_subset.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
-$(BUILD)/obj/export/%.o: src/export/%.c $(HDRS) $(BUILD)/gen/onnx_subset.pb-c.h
+$(BUILD)/obj/export/%.o: src/export/%.c $(HDRS) $(EXPORT_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) $(CFLAGS) $(if $(ONNX),,-DMACT_NO_ONNX) -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/obj/server/%.o: src/server/%.c $(HDRS)
 	@mkdir -p $(dir $@)

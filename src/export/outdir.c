@@ -88,3 +88,13 @@ int mact_export_fault(const char *what, char *err, size_t el)
     snprintf(err, el, "%s: failure injected by MACT_EXPORT_FAIL_AT (a test of the all-or-nothing folder)", what);
     return 1;
 }
+
+#ifdef MACT_NO_ONNX
+/* a build without protobuf-c (ONNX= , the cross builds' default) */
+int mact_export_onnx(const mact_export_onnx_options *o, const char *out_dir, FILE *log, char *err, size_t errlen)
+{
+    (void)o; (void)out_dir; (void)log;
+    snprintf(err, errlen, "this build has no ONNX export (built with ONNX= : no protobuf-c for the target)");
+    return MACT_ERR_UNSUPPORTED;
+}
+#endif
