@@ -93,15 +93,18 @@ async function main() {
           `max_ref=${r.mr.toExponential(3)} shape=[${outs[n].dims.join(',')}]`);
       }
       if (opt.peer && fs.existsSync(path.join(opt.peer, c, c + '.onnx'))) {
+        const sOutputs = s.outputNames;
+        await s.release();  /* one session at a time: the full-size graphs are GBs each */
         const p = await runGraph(opt.peer, c, z);
-        for (const n of s.outputNames) {
+        for (const n of sOutputs) {
           const r = compare(p.outs[n].data, outs[n].data);
           const pass = r.mx <= opt.peerTol;
           if (!pass) fails++;
           console.log(`${pass ? 'PASS' : 'FAIL'} ${opt.label}/${c}/${n}_vs_peer max_abs=${r.mx.toExponential(3)} ` +
             `(<= ${opt.peerTol}) cosine=${r.cos.toFixed(9)} peer=${opt.peer}`);
         }
-      }
+        await p.s.release();
+      } else await s.release();
     } catch (e) {
       console.log(`FAIL ${opt.label}/${c}: ${String(e.message || e).split('\n')[0]}`);
       fails++;
