@@ -72,9 +72,13 @@ $(BUILD)/obj/dev/%.o: src/dev/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/gen/onnx_subset.pb-c.c $(BUILD)/gen/onnx_subset.pb-c.h: src/export/onnx_subset.proto
+# one protoc-c run writes both files: the .c hangs off the .h so a parallel make runs it once
+$(BUILD)/gen/onnx_subset.pb-c.h: src/export/onnx_subset.proto
 	@mkdir -p $(BUILD)/gen
 	$(PROTOC_C) --c_out=$(BUILD)/gen --proto_path=src/export $<
+
+$(BUILD)/gen/onnx_subset.pb-c.c: $(BUILD)/gen/onnx_subset.pb-c.h
+	@test -f $@ || { rm -f $<; $(MAKE) $<; }
 
 $(BUILD)/obj/gen/onnx_subset.pb-c.o: $(BUILD)/gen/onnx_subset.pb-c.c
 	@mkdir -p $(dir $@)
