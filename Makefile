@@ -45,8 +45,15 @@ LIB_DIRS := src/base src/io src/model src/kernels src/kernels/ref src/stages $(i
             $(if $(ARCH_ARM),src/kernels/arm)
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
-DEV_SRC  := $(wildcard src/dev/*.c)
-DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o)
+# mact export (src/export/): development code too, in libmact_dev.a; its ONNX subset schema is compiled by
+# protoc-c (Debian's protobuf-c-compiler) into $(BUILD)/gen/ and linked with -lprotobuf-c
+# ONNX= (the default of cross builds, which have no protobuf-c for the target) leaves `mact export onnx` out.
+ONNX     ?= $(if $(CROSS),,1)
+DEV_SRC  := $(wildcard src/dev/*.c) $(if $(ONNX),$(wildcard src/export/*.c),src/export/golden.c src/export/outdir.c)
+DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o) $(if $(ONNX),$(BUILD)/obj/gen/onnx_subset.pb-c.o)
+PROTOC_C ?= protoc-c
+DEV_LIBS := $(if $(ONNX),-lprotobuf-c)
+EXPORT_DEPS := $(if $(ONNX),$(BUILD)/gen/onnx_subset.pb-c.h)
 # the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so. Left out of
 # cross builds (SERVER= ): libwebsockets-dev:arm64 does not co-install with the amd64 package.
 SERVER  ?= $(if $(CROSS),,1)
@@ -64,6 +71,22 @@ all: $(BUILD)/mact $(BUILD)/libmact.so $(BUILD)/mact.pc $(TESTS)
 $(BUILD)/obj/dev/%.o: src/dev/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# one protoc-c run writes both files: the .c hangs off the .h so a parallel make runs it once
+$(BUILD)/gen/onnx_subset.pb-c.h: src/export/onnx_subset.proto
+	@mkdir -p $(BUILD)/gen
+	$(PROTOC_C) --c_out=$(BUILD)/gen --proto_path=src/export $<
+
+$(BUILD)/gen/onnx_subset.pb-c.c: $(BUILD)/gen/onnx_subset.pb-c.h
+	@test -f $@ || { rm -f $<; $(MAKE) $<; }
+
+$(BUILD)/obj/gen/onnx_subset.pb-c.o: $(BUILD)/gen/onnx_subset.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+$(BUILD)/obj/export/%.o: src/export/%.c $(HDRS) $(EXPORT_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(if $(ONNX),,-DMACT_NO_ONNX) -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/obj/server/%.o: src/server/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -98,11 +121,11 @@ $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
 
 # the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart and eval's plot
 $(BUILD)/mact: $(TOOLS_SRC) $(wildcard tools/*.h) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) $(if $(SERVER),,-DMACT_NO_SERVER) -Itools $(TOOLS_SRC) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(SERVER_LIBS) $(LDLIBS) -lcairo -o $@
+	$(CC) $(CFLAGS) $(if $(SERVER),,-DMACT_NO_SERVER) -Itools $(TOOLS_SRC) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(SERVER_LIBS) $(LDLIBS) $(DEV_LIBS) -lcairo -o $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/c $< $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests/c $< $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) $(DEV_LIBS) -o $@
 
 test: all
 	BUILD=$(BUILD) tests/run.sh

@@ -9,6 +9,7 @@ pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libpn
       ffmpeg  # the CLI the video tests cross-check against
       slurmctld slurmd slurm-client munge  # tests/test_slurm.sh: a one-node Slurm cluster in a scratch folder
       libwebsockets-dev libmsgpack-dev  # mact serve (src/server/)
+      libprotobuf-c-dev protobuf-c-compiler  # mact export onnx: the ONNX subset schema (src/export/onnx_subset.proto)
       python3 python3-numpy python3-torch libopenblas0-pthread
       clang-14 libclang-rt-14-dev  # clang + libFuzzer/sanitizer runtimes: make fuzz, tests/test_fuzz_smoke.sh
       python3-pil python3-pip python3-setuptools python3-wheel  # the Python package (python/) and its tests

@@ -14,4 +14,5 @@ int cmd_synth_dataset(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 #endif

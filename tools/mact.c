@@ -30,7 +30,9 @@ static int usage(FILE *f)
             "  prune-analyze --model DIR --image F ... [--json F] [--png F] [--target-depth D]\n"
             "                                        per-block ViT SNR, a proposed keep-set (--dataset: not yet)\n"
             "  prune --model DIR --keep LIST [--taps LIST] --out DIR   the ViT-pruned checkpoint\n"
-            "  distill-eval --teacher DIR --student DIR --image F ...  connector cosine / relative MSE\n");
+            "  distill-eval --teacher DIR --student DIR --image F ...  connector cosine / relative MSE\n"
+            "  export golden|onnx --model DIR ... --out DIR   the seed's golden I/O / per-component ONNX graphs\n"
+            "                                        (export --help; docs/export.md)\n");
     return 2;
 }
 
@@ -105,6 +107,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "parity")) return cmd_parity(argc - 2, argv + 2);
     if (!strcmp(c, "prune-analyze")) return cmd_prune_analyze(argc - 2, argv + 2);
     if (!strcmp(c, "prune")) return cmd_prune(argc - 2, argv + 2);
+    if (!strcmp(c, "export")) return cmd_export(argc - 2, argv + 2);
     if (!strcmp(c, "distill-eval")) return cmd_distill_eval(argc - 2, argv + 2);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
     fprintf(stderr, "mact: unknown command '%s'\n", c);
