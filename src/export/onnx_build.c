@@ -122,7 +122,7 @@ static Onnx__TensorProto *tensor(og *g, const char *name, int dtype, int ndim, c
     int64_t *d = amalloc(g, (size_t)(ndim + 1) * sizeof *d);
     if (!t || !d) return NULL;
     onnx__tensor_proto__init(t);
-    memcpy(d, dims, (size_t)ndim * sizeof *d);
+    if (ndim) memcpy(d, dims, (size_t)ndim * sizeof *d);  /* a scalar (ndim 0) may come with dims NULL */
     t->n_dims = (size_t)ndim;
     t->dims = d;
     t->has_data_type = 1;
@@ -213,7 +213,7 @@ static const char *inline_raw(og *g, int dtype, const void *bytes, size_t n, int
     Onnx__TensorProto *t = tensor(g, nm, dtype, ndim, dims);
     void *copy = amalloc(g, n + 1);
     if (!t || !copy) return "";
-    memcpy(copy, bytes, n);
+    if (n) memcpy(copy, bytes, n);
     t->has_raw_data = 1;
     t->raw_data.len = n;
     t->raw_data.data = copy;
@@ -266,7 +266,7 @@ Onnx__AttributeProto *og_ais(og *g, const char *name, int n, const int64_t *v)
     Onnx__AttributeProto *a = attr(g, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     int64_t *c = amalloc(g, (size_t)(n + 1) * sizeof *c);
     if (!a || !c) return NULL;
-    memcpy(c, v, (size_t)n * sizeof *c);
+    if (n) memcpy(c, v, (size_t)n * sizeof *c);
     a->n_ints = (size_t)n;
     a->ints = c;
     return a;
