@@ -54,11 +54,19 @@ run_case tiny_so101_steps  "tiny --norm-tag so101"                "--n-images 2 
 CRAFT=craft_sampler run_case tiny_sampler_edges "tiny"            "--n-images 3 --seq-len 70"
 # the action expert without its qk norm and RoPE (the vjp's other paths)
 run_case tiny_ae_plain     "tiny --ae-no-qk-norm --ae-no-rope"    "--n-images 1 --seq-len 40 --steps 3 --rtc-schedule exp --rtc-delay 1"
-# the C vjp alone against autograd: name, checkpoint case, extra args
+# the C vjp alone against autograd: name, checkpoint case, extra args. A sanitized libmact (make asan / tsan)
+# needs its runtime loaded into python first, as tests/test_python.sh does (python's own leaks are not ours).
+vjp_lib="$(cd "$(dirname "$MACT")" && pwd)/libmact.so"; vjp_pre=""
+if nm -D "$vjp_lib" 2>/dev/null | grep -q __asan_; then
+    vjp_pre="$(${CC:-cc} -print-file-name=libasan.so):$(${CC:-cc} -print-file-name=libubsan.so)"
+elif nm -D "$vjp_lib" 2>/dev/null | grep -q __tsan_; then
+    vjp_pre="$(${CC:-cc} -print-file-name=libtsan.so)"
+fi
 run_vjp() {
     local name=$1 ck="$T/ck_$2" log="$T/vjp_$1.log"; shift 2
     if [ ! -d "$ck" ]; then echo "FAIL rtc_vjp_direct_$name: no checkpoint $ck"; return; fi
-    $PY tests/reference/rtc_vjp_check.py "$ck" --lib "$(dirname "$MACT")/libmact.so" --seed $((SEED + 17)) --name "rtc_vjp_direct_$name" \
+    LD_PRELOAD="$vjp_pre" ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+        $PY tests/reference/rtc_vjp_check.py "$ck" --lib "$vjp_lib" --seed $((SEED + 17)) --name "rtc_vjp_direct_$name" \
         "$@" >"$log" 2>&1
     grep -E '^(PASS|FAIL|INFO) ' "$log"
     grep -qE '^(PASS|FAIL) ' "$log" || { echo "FAIL rtc_vjp_direct_$name: the check printed no result"; tail -5 "$log"; }
