@@ -129,7 +129,15 @@ for cpu in neoverse-n1 max; do
     rc=$?
     if [ $rc -eq 0 ] && grep -q 'action' "$T/demo_$cpu.log"; then ok "arm64_$cpu/demo"
     else bad "arm64_$cpu/demo" "exited $rc: $(tail -2 "$T/demo_$cpu.log" | tr '\n' ' ')"; fi
-    echo "INFO arm64_$cpu: emulated kernel tests, parity and demo: $(( $(date +%s) - ts )) s"
+    # the non-finite cases of tests/test_nonfinite.sh on the ARM build (a NaN or inf weight in every precision
+    # and on the reference kernels, through the shared int8 quantiser's NaN scale: kernels/pack_i8.c)
+    MACT_BIN="$Q $B/mact" MACT_TMP="$T/nf_$cpu" bash -c 'mkdir -p "$MACT_TMP"; bash tests/test_nonfinite.sh' \
+        >"$T/nonfinite_$cpu.log" 2>&1
+    sed -n -e "s|^PASS \(nonfinite_\)|PASS arm64_$cpu/\1|p" -e "s|^FAIL \(nonfinite_\)|FAIL arm64_$cpu/\1|p" \
+        "$T/nonfinite_$cpu.log" | emit
+    grep -q '^PASS nonfinite_action_nan_int8' "$T/nonfinite_$cpu.log" || bad "arm64_$cpu/nonfinite" "$(tail -2 "$T/nonfinite_$cpu.log")"
+    grep -q "^FAIL nonfinite_" "$T/nonfinite_$cpu.log" && fail=1
+    echo "INFO arm64_$cpu: emulated kernel tests, parity, demo and non-finite cases: $(( $(date +%s) - ts )) s"
 done
 echo "INFO test_arm64: emulated part $(( $(date +%s) - t2 )) s, whole script $(( $(date +%s) - t0 )) s"
 np=$(grep -c '^PASS' "$R"); nf=$(grep -c '^FAIL' "$R")

@@ -56,6 +56,12 @@ struct mact_ops {
     double (*peak_gops_i8)(int threads);
 };
 
+/* kernels/pack_i8.c: the int8 weight quantiser of every backend's MACT_PACK_I8 pack: panel p of W[N, K] (stored
+ * dtype) into dst (Kq quad rows of 256 bytes per panel), scale and colsum (64 per panel); a channel with a NaN
+ * or an infinity gets zeros and a NaN scale */
+void mact_pack_panel_i8(int8_t *dst, float *scale, int32_t *colsum, const void *w, int dtype, int64_t N, int64_t K,
+                        int64_t Kq, int64_t p);
+
 /* kernels/peak.c: body(iters) on `threads` plain threads, best of 3, in G ops/s for ops_per_iter per iteration
  * (the bench's instruction peaks of every backend) */
 double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_per_iter, int threads);

@@ -21,6 +21,15 @@
 /* the x86 int8 mode's row quantization (gemm_int8.c: quant_params, q1), stored as q - 128 */
 static void quant_row_s8(int8_t *A, const float *x, int64_t K, float *s, int32_t *z)
 {
+    /* a row with a NaN or an infinity: zeros with a NaN scale, so every output it feeds is NaN, as on x86
+     * (min/max skip a NaN, which would come out as a finite row; and a NaN reaching the int cast is UB) */
+    int bad = 0;
+    for (int64_t k = 0; k < K; k++) bad |= !isfinite(x[k]);
+    if (bad) {
+        for (int64_t k = 0; k < K; k++) A[k] = -128;
+        *s = NAN, *z = 0;
+        return;
+    }
     float mn = x[0], mx = x[0];
     for (int64_t k = 1; k < K; k++) {
         mn = x[k] < mn ? x[k] : mn;

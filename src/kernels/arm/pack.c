@@ -1,5 +1,5 @@
 /* The ARM backend's packed weights, two formats:
- *  - MACT_PACK_I8 (INT8 precision, the LLM's and the action expert's weights, from the dotprod level on): int8
+ *  - MACT_PACK_I8 (INT8 precision, from the dotprod level on; the quantiser shared with x86: kernels/pack_i8.c): int8
  *    per output channel (symmetric: scale = max|W[n, :]| / 127) in 64-column panels of k quads, then the
  *    per-column scales and sums of the int8 values (kernels.h). A panel row of 16 bytes holds 4 columns x 4 k,
  *    which is SDOT's operand: one `sdot v.4s, w.16b, x.4b[l]` adds 4 columns' quad dot products.
@@ -13,34 +13,6 @@
 #include <math.h>
 #include <string.h>
 #include "kernels/arm/arm.h"
-
-static void pack_panel_i8(int8_t *dst, float *scale, int32_t *colsum, const void *w, int dtype, int64_t N,
-                          int64_t K, int64_t Kq, int64_t p)
-{
-    int8_t *pd = dst + p * Kq * 256;
-    for (int c = 0; c < MACT_PANEL; c++) {
-        const int64_t n = p * MACT_PANEL + c;
-        float amax = 0.f;
-        if (n < N)
-            for (int64_t k = 0; k < K; k++) {
-                const float a = fabsf(mact_load_f32(w, dtype, n * K + k));
-                amax = a > amax ? a : amax;
-            }
-        const float inv = amax > 0.f ? 127.f / amax : 0.f;
-        int32_t sum = 0;
-        for (int64_t k = 0; k < 4 * Kq; k++) {
-            int8_t q = 0;
-            if (n < N && k < K) {
-                const float r = nearbyintf(mact_load_f32(w, dtype, n * K + k) * inv);
-                q = (int8_t)(r > 127.f ? 127 : r < -127.f ? -127 : r);
-            }
-            pd[(k / 4) * 256 + 4 * c + (k % 4)] = q;
-            sum += q;
-        }
-        scale[n] = amax / 127.f;
-        colsum[n] = sum;
-    }
-}
 
 /* bf16 quad panels: column pairs of 4 k each, 16 bytes (vld1q_bf16 of one BFMMLA operand) */
 static void pack_panel_bf16q(uint16_t *dst, const void *w, int dtype, int64_t N, int64_t K, int64_t Kq, int64_t p)
@@ -116,7 +88,7 @@ static void fill_task(void *arg, int64_t p, int tid)
         pack_panel_bf16q((uint16_t *)j->buf, j->w, j->dtype, j->N, j->K, j->pk.Kp, p);
         return;
     }
-    pack_panel_i8((int8_t *)j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K,
+    mact_pack_panel_i8((int8_t *)j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K,
                   j->pk.Kp, p);
 }
 

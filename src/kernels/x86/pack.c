@@ -6,7 +6,7 @@
  * operand order of vdpbf16ps. Rows past N and the k past an odd K are zero. The fp32 kernels widen the same
  * bytes exactly (bf16 -> fp32 is a shift), so a BF16 weight's pack serves both precisions.
  * MACT_PACK_F32: fp32 panels (64 columns per k row) for F32 weights in FP32 mode.
- * MACT_PACK_I8 (INT8 mode, the LLM's and the action expert's weights, any stored dtype): int8 per output
+ * MACT_PACK_I8 (INT8 mode, the LLM's and the action expert's weights, any stored dtype; the quantiser shared with ARM: kernels/pack_i8.c): int8 per output
  * channel (symmetric: scale = max|W[n, :]| / 127) in panels of k quads (64 columns x 4 bytes per row:
  * vpdpbusd's operand order), followed by the per-column scales and sums of the int8 values. */
 #include <math.h>
@@ -63,42 +63,6 @@ static void pack_panel_bf16(uint16_t *dst, const void *w, int dtype, int64_t N, 
                     col[full * 2 * MACT_PANEL + 1] = 0;
                 }
             }
-        }
-    }
-}
-
-/* int8 panels: a panel (64 x K bytes, L2-resident) is filled one source row at a time */
-static void pack_panel_i8(int8_t *dst, float *scale, int32_t *colsum, const void *w, int dtype, int64_t N,
-                          int64_t K, int64_t Kq, int64_t p)
-{
-    {
-        int8_t *pd = dst + p * Kq * 256;
-        for (int c = 0; c < MACT_PANEL; c++) {
-            const int64_t n = p * MACT_PANEL + c;
-            float amax = 0.f;
-            int bad = 0;
-            if (n < N)
-                for (int64_t k = 0; k < K; k++) {
-                    float a = fabsf(src_f32(w, dtype, n * K + k));
-                    bad |= !isfinite(a);
-                    amax = a > amax ? a : amax;
-                }
-            /* a channel with a NaN or an infinity: zeros with a NaN scale, so its outputs are NaN (quantized, the
-             * fault would come out finite) */
-            const float inv = bad ? 0.f : amax > 0.f ? 127.f / amax : 0.f;
-            int32_t sum = 0;
-            for (int64_t k = 0; k < 4 * Kq; k++) {
-                int8_t q = 0;
-                if (n < N && k < K) {
-                    float r = nearbyintf(src_f32(w, dtype, n * K + k) * inv);
-                    q = (int8_t)(r > 127.f ? 127 : r < -127.f ? -127 : r);
-                }
-                pd[(k / 4) * 256 + 4 * c + (k % 4)] = q;
-                sum += q;
-            }
-            if (n < N) scale[n] = bad ? NAN : amax / 127.f;
-            else scale[n] = 0.f;
-            colsum[n] = sum;
         }
     }
 }
@@ -176,7 +140,7 @@ static void fill_task(void *arg, int64_t p, int tid)
     const fill_job *j = arg;
     if (j->fmt == MACT_PACK_F32) pack_panel_f32(j->buf, j->w, j->N, j->K, p);
     else if (j->fmt == MACT_PACK_I8)
-        pack_panel_i8(j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K, j->pk.Kp, p);
+        mact_pack_panel_i8(j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K, j->pk.Kp, p);
     else pack_panel_bf16(j->buf, j->w, j->dtype, j->N, j->K, j->pk.Kp, p);
 }
 
