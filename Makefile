@@ -157,7 +157,8 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
 # read from fuzz/corpus/<target>, a crash leaves build/fuzz/<target>-crash-* and fails the run.
 FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null || echo clang)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video
+FUZZ_SERVE   := $(if $(SERVER),wire serve_openpi serve_act serve_vla)
+FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video $(FUZZ_SERVE)
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
 FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/io/safetensors.c src/io/normstats.c \
@@ -173,6 +174,13 @@ $(BUILD)/fuzz/obj/%.o: src/%.c $(HDRS)
 
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(FUZZ_LDLIBS) -o $@
+
+# the server's codecs and request decoders (fuzz/serve_stub.h stands in for server.c and the model); rtc.c for
+# the schedule / guidance names (the stub traps its session-bound callees)
+FUZZ_SRV_OBJ := $(BUILD)/fuzz/obj/server/wire.o $(BUILD)/fuzz/obj/server/proto.o $(BUILD)/fuzz/obj/stages/rtc.o
+$(FUZZ_SERVE:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h fuzz/serve_stub.h $(FUZZ_OBJ) $(FUZZ_SRV_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_SRV_OBJ) $(FUZZ_OBJ) \
+	    $(FUZZ_LDLIBS) -lmsgpackc -o $@
 
 fuzz-build: $(FUZZ_BINS)
 

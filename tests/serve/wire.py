@@ -29,8 +29,24 @@ def _op_hook(o):
     return o
 
 
+# MACT_WIRE_CAPTURE=DIR: every message the clients encode is also written to DIR/<protocol>/<sha1> (the fuzz seed
+# corpora, fuzz/corpus/serve_*, are captured this way: fuzz/capture_serve_corpus.sh)
+_CAPTURE = os.environ.get("MACT_WIRE_CAPTURE")
+
+
+def capture(proto, data):
+    if _CAPTURE:
+        import hashlib
+        b = data.encode() if isinstance(data, str) else bytes(data)
+        d = os.path.join(_CAPTURE, proto)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, hashlib.sha1(b).hexdigest()), "wb") as f:
+            f.write(b)
+    return data
+
+
 def op_pack(x):
-    return msgpack.packb(x, default=_op_default, use_bin_type=True)
+    return capture("openpi", msgpack.packb(x, default=_op_default, use_bin_type=True))
 
 
 def op_unpack(b):
@@ -66,7 +82,7 @@ def _vla_hook(o):
 
 def vla_pack(type_, payload, seq, fmt="png"):
     raw = {"type": type_, "payload": payload, "seq": seq, "timestamp": time.time()}
-    return msgpack.packb(raw, default=lambda o: _vla_default(o, fmt), use_bin_type=True)
+    return capture("vla", msgpack.packb(raw, default=lambda o: _vla_default(o, fmt), use_bin_type=True))
 
 
 def vla_unpack(b):
@@ -134,7 +150,7 @@ async def openpi_infer(port, obs, headers=None, conn=None):
 
 
 def act_post(port, body, headers=None, timeout=60):
-    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    data = capture("act", body if isinstance(body, (bytes, str)) else json.dumps(body))
     return requests.post(f"http://{HOST}:{port}/act", data=data, headers=headers or {}, timeout=timeout)
 
 

@@ -1,0 +1,195 @@
+/* The policy server's request path without a model (fuzz_serve_*): a stand-in for server.c's `srv` (config,
+ * model info, camera count, state width) and a srv_predict that, instead of calling mact_predict, checks the
+ * mact_predict_input the request decoded to and answers a fixed chunk. proto.c and wire.c run unchanged:
+ * bytes -> srv_handle_{openpi,act,vla} -> decode -> (stub) -> encode, and the reply must decode again. */
+#ifndef MACT_FUZZ_SERVE_STUB_H
+#define MACT_FUZZ_SERVE_STUB_H
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "server/internal.h"
+#include "fuzz_common.h"
+
+/* a violated property: the line on stderr, then a trap (libFuzzer's crash) */
+#define STUB_TRAP() do { fprintf(stderr, "serve_stub.h:%d: property violated\n", __LINE__); __builtin_trap(); } while (0)
+#define STUB_H 10     /* a `mact synth tiny` checkpoint: horizon 10, 7 action dims, 8 state dims, tag libero */
+#define STUB_A 7
+#define STUB_S 8
+
+struct srv {
+    srv_config c;
+    mact_model_info mi;
+    int state_dim, n_cameras;
+};
+
+double srv_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+const srv_config *srv_cfg(const srv *S) { return &S->c; }
+const mact_model_info *srv_model_info(const srv *S) { return &S->mi; }
+const mact_norm_stats *srv_norms(const srv *S) { (void)S; return NULL; }
+int srv_default_state_dim(const srv *S) { return S->state_dim; }
+int srv_model_cameras(const srv *S) { return S->n_cameras; }
+void srv_identity_json(srv *S, srv_buf *b) { (void)S; srv_buf_printf(b, "{\"status\": \"ok\"}\n"); }
+const char *mact_precision_str(mact_precision p) { return p ? "bf16" : "f32"; }
+/* rtc.c is linked for the schedule / guidance name parsers; its session-bound code never runs here */
+struct mact_session;
+struct mact_rtc_vjp_ctx;
+int mact_session_fail(struct mact_session *s, int code, const char *fmt, ...);
+int mact_session_fail(struct mact_session *s, int code, const char *fmt, ...) { (void)s; (void)code; (void)fmt; __builtin_trap(); }
+void mact_rtc_vjp(struct mact_session *s, const void *c, const float *x, int h, float time, float *e);
+void mact_rtc_vjp(struct mact_session *s, const void *c, const float *x, int h, float time, float *e)
+{ (void)s; (void)c; (void)x; (void)h; (void)time; (void)e; __builtin_trap(); }
+
+/* mact_predict's view of the request: every field inside the server's limits, else a violated property. */
+int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err, size_t el)
+{
+    const srv_config *c = &S->c;
+    if (r->n_img < 0 || r->n_img > c->max_images || r->n_img > SRV_MAX_CAMS) STUB_TRAP();
+    for (int i = 0; i < r->n_img; i++) {
+        const mact_image *im = &r->img[i];
+        if (!im->data || im->width < 1 || im->height < 1) STUB_TRAP();
+        if ((int64_t)im->width * (int64_t)im->height > c->max_image_pixels) STUB_TRAP();
+        volatile uint8_t s = 0;   /* every pixel readable (ASan) */
+        s ^= im->data[0];
+        s ^= im->data[(size_t)im->width * im->height * 3 - 1];
+    }
+    if (r->task && strlen(r->task) > c->max_string) STUB_TRAP();
+    if (r->state_dim < 0 || r->state_dim > MACT_NORM_MAX_DIM) STUB_TRAP();
+    if (r->noise_len && !r->noise) STUB_TRAP();
+    for (size_t i = 0; i < r->noise_len; i++) { volatile float f = r->noise[i]; (void)f; }
+    if (r->prev) {
+        /* the decoder bounds the rows by the model's sizes; the width against the tag is mact_predict's check */
+        if (r->rtc.prev_dim < 1 || r->rtc.prev_dim > (size_t)S->mi.max_action_dim || r->rtc.n_prev < 1 ||
+            r->rtc.n_prev > (size_t)S->mi.max_action_horizon)
+            STUB_TRAP();
+        for (size_t i = 0; i < r->rtc.n_prev * r->rtc.prev_dim; i++) { volatile float f = r->prev[i]; (void)f; }
+    } else if (r->rtc.n_prev) STUB_TRAP();
+    if (memchr(r->norm_tag, 0, sizeof r->norm_tag) == NULL || memchr(r->req_id, 0, sizeof r->req_id) == NULL)
+        STUB_TRAP();
+    j->decode_ms = 0;
+    j->did_infer = 1;
+    int n = r->n_action_steps > 0 && r->n_action_steps < STUB_H ? r->n_action_steps : STUB_H;
+    if (w->cap < (size_t)STUB_H * STUB_A) STUB_TRAP();
+    for (int i = 0; i < n * STUB_A; i++) w->actions[i] = (float)i * 0.25f;
+    *out = (mact_predict_output){.actions = w->actions, .actions_cap = w->cap, .n_steps = (size_t)n,
+                                 .action_dim = STUB_A};
+    (void)err; (void)el;
+    return 0;
+}
+
+/* server.c's defaults (srv_config_defaults there; server.c itself needs libwebsockets, so not linked here) */
+static void stub_keys(srv_keys *k, const char *cams, const char *state, const char *task)
+{
+    srv_keys_set_cams(k, cams);
+    snprintf(k->state, sizeof k->state, "%s", state);
+    snprintf(k->task, sizeof k->task, "%s", task);
+}
+int srv_keys_set_cams(srv_keys *k, const char *list)
+{
+    int n = 0;
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (n == SRV_MAX_CAMS || l == 0 || l >= SRV_MAX_KEY) return -1;
+        memcpy(k->cams[n], p, l);
+        k->cams[n][l] = 0;
+        n++;
+        p += l + (e ? 1 : 0);
+    }
+    k->n_cams = n;
+    return n;
+}
+void srv_config_defaults(srv_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->workers = 1;
+    c->max_message = (size_t)64 << 20;
+    c->queue_cap = 64;
+    c->deadline_ms = 30000;
+    c->max_images = 4;
+    c->max_image_pixels = (int64_t)4096 * 4096;
+    c->max_depth = 16;
+    c->max_string = 4096;
+    c->idle_timeout_s = 10;
+    c->drain_timeout_s = 30;
+    c->log_requests = 1;
+    for (int i = 0; i < SRV_NPROTO; i++) c->key_required[i] = 1;
+    stub_keys(&c->keys[SRV_OPENPI], "observation/image,observation/wrist_image", "observation/state", "prompt");
+    stub_keys(&c->keys[SRV_ACT], "external_cam,wrist_cam", "state", "instruction");
+    stub_keys(&c->yam_keys, "top_cam,left_cam,right_cam", "state", "instruction");
+    stub_keys(&c->keys[SRV_VLA], "images.agentview,images.wrist", "states", "task_description");
+}
+
+static void stub_init(srv *S, srv_worker *w, float *acts)
+{
+    memset(S, 0, sizeof *S);
+    srv_config_defaults(&S->c);
+    S->c.model_dir = "tiny";
+    S->c.max_image_pixels = 160 * 160;  /* the test clients send 96x128; a small cap keeps decoding quick */
+    S->c.max_string = 256;
+    S->mi.max_action_horizon = STUB_H;
+    S->mi.max_action_dim = 32;
+    S->state_dim = STUB_S;
+    S->n_cameras = 2;
+    memset(w, 0, sizeof *w);
+    w->actions = acts;
+    w->cap = STUB_H * STUB_A;
+}
+
+/* Every reply (error or not; a vla-eval episode_start/end has none) must decode: msgpack for the WebSocket
+ * protocols, JSON for /act, openpi's errors a "mact: " text frame with a close. */
+static void stub_check_replies(srv_job *j, int json)
+{
+    for (srv_out *o = j->out, *n; o; o = n) {
+        n = o->next;
+        if (o->body.oom) STUB_TRAP();
+        const char *p = (const char *)srv_buf_data(&o->body);
+        size_t len = o->body.len;
+        if (o->kind == 1) {   /* openpi's error: a text frame "mact: <why>", then a close */
+            if (json || len < 7 || memcmp(p, "mact: ", 6) || !o->close_after) STUB_TRAP();
+        } else if (json || o->kind == 2) {
+            if (o->kind != 2 || o->http_status < 200 || o->http_status > 599) STUB_TRAP();
+            cJSON *x = cJSON_ParseWithLength(p, len);
+            if (!x) STUB_TRAP();
+            cJSON_Delete(x);
+        } else {
+            msgpack_unpacked u;
+            msgpack_unpacked_init(&u);
+            size_t off = 0;
+            if (msgpack_unpack_next(&u, p, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len) STUB_TRAP();
+            if (u.data.type != MSGPACK_OBJECT_MAP) STUB_TRAP();
+            msgpack_unpacked_destroy(&u);
+        }
+        free(o->body.buf);
+        free(o);
+    }
+    j->out = j->out_tail = NULL;
+    if (!j->outcome) STUB_TRAP();
+}
+
+/* One message through a handler on connection cn. */
+static void stub_run(srv *S, srv_worker *w, srv_conn *cn, void (*h)(srv *, srv_worker *, srv_job *),
+                     const uint8_t *d, size_t n, int json)
+{
+    uint8_t *copy = malloc(n ? n : 1);
+    if (!copy) STUB_TRAP();
+    memcpy(copy, d, n);
+    srv_msg m = {.data = copy, .len = n, .binary = !json, .t_recv = srv_now_ms()};
+    srv_job j = {.conn = cn, .msg = &m};
+    j.t_enq = j.t_start = m.t_recv;
+    h(S, w, &j);
+    static int verbose = -1;   /* STUB_VERBOSE=1: each message's outcome on stderr (for reproducing a case) */
+    if (verbose < 0) verbose = getenv("STUB_VERBOSE") != NULL;
+    if (verbose) fprintf(stderr, "outcome %s: %s\n", j.outcome ? j.outcome : "(none)", j.detail);
+    stub_check_replies(&j, json);
+    if (memchr(j.detail, 0, sizeof j.detail) == NULL || memchr(j.id, 0, sizeof j.id) == NULL) STUB_TRAP();
+    free(copy);
+}
+#endif
