@@ -113,16 +113,16 @@ for cpu in neoverse-n1 max; do
         grep -q ' FAIL$' "$T/parity_${cpu}_$ck.log" && fail=1
     done
     # INT8 (SDOT on the LLM's and the action expert's weights) against the same fp32 golden files, at the
-    # gates of tests/test_parity.sh's run_mode: cosine >= 0.999 per boundary, actions max abs <= 0.25, the
-    # relative bound informational
+    # gates of tests/test_parity.sh's run_mode: cosine >= 0.999 per boundary, actions max abs <= 0.25 (the RTC
+    # vjp row's, ~3x larger actions, <= 0.75), the relative bound informational
     $Q $B/mact parity "$T/g_ck" --model "$T/ck" --precision int8 --cos-min 0.999 --tol-informational \
-        --abs-tol 0.25 >"$T/parity_${cpu}_int8.log" 2>&1
+        --abs-tol 0.25 --vjp-abs-tol 0.75 >"$T/parity_${cpu}_int8.log" 2>&1
     parity_rows "arm64_${cpu}_parity_ck_int8" "$T/parity_${cpu}_int8.log"
     grep -q ' FAIL$' "$T/parity_${cpu}_int8.log" && fail=1
     # BF16 (BFMMLA on the bf16 level, -cpu max; computed as fp32 below it) at run_mode's bf16 gates: cosine
-    # >= 0.999 per boundary, actions max abs <= 0.05, the relative bound informational
+    # >= 0.999 per boundary, actions max abs <= 0.05 (the vjp row's <= 0.15), the relative bound informational
     $Q $B/mact parity "$T/g_ck" --model "$T/ck" --precision bf16 --cos-min 0.999 --tol-informational \
-        --abs-tol 0.05 >"$T/parity_${cpu}_bf16.log" 2>&1
+        --abs-tol 0.05 --vjp-abs-tol 0.15 >"$T/parity_${cpu}_bf16.log" 2>&1
     parity_rows "arm64_${cpu}_parity_ck_bf16" "$T/parity_${cpu}_bf16.log"
     grep -q ' FAIL$' "$T/parity_${cpu}_bf16.log" && fail=1
     MACT_CACHE="$T/demo_$cpu" $Q $B/mact demo >"$T/demo_$cpu.log" 2>&1

@@ -25,7 +25,8 @@ static int usage(FILE *f)
             "  serve --model DIR [--openpi P] [--act P] [--vla-eval P]  resident policy server (serve --help)\n"
             "  inspect MODEL_DIR                     config summary, parameters, bytes, dtype mix\n"
             "  parity GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
-            "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--tol-informational] [--max-tokens N]\n"
+            "         [--cos-min C] [--rel-tol R] [--abs-tol A] [--vjp-abs-tol A] [--tol-informational]\n"
+            "         [--max-tokens N]\n"
             "         [--precision fp32|bf16|int8]     (default fp32: the exact mode)\n"
             "  prune-analyze --model DIR --image F ... [--json F] [--png F] [--target-depth D]\n"
             "                                        per-block ViT SNR, a proposed keep-set (--dataset: not yet)\n"
@@ -63,6 +64,7 @@ static int cmd_parity(int argc, char **argv)
         else if (!strcmp(a, "--cos-min") && more) { if (mact_parse_f64_arg("mact parity: --cos-min", argv[++i], -1, 1, &o.cos_min, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(a, "--rel-tol") && more) { if (mact_parse_f64_arg("mact parity: --rel-tol", argv[++i], 0, 1e6, &o.rel_tol, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(a, "--abs-tol") && more) { if (mact_parse_f64_arg("mact parity: --abs-tol", argv[++i], 0, 1e30, &o.abs_tol, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--vjp-abs-tol") && more) { if (mact_parse_f64_arg("mact parity: --vjp-abs-tol", argv[++i], 0, 1e30, &o.vjp_abs_tol, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(a, "--max-tokens") && more) { if (mact_parse_int_arg("mact parity: --max-tokens", argv[++i], 1, 1 << 20, &o.max_tokens, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(a, "--tol-informational")) o.tol_informational = 1;
         else if (!strcmp(a, "--precision") && more) {

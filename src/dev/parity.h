@@ -8,6 +8,7 @@ typedef struct {
     double rel_tol;          /* and its max abs error <= rel_tol * max|ref| ... */
     int tol_informational;   /* ... unless this is set (massive activations): then only reported */
     double abs_tol;          /* normalised actions: max abs error bound */
+    double vjp_abs_tol;      /* the RTC vjp row's bound (its actions are ~3x larger: g = 10 at t = 0); 0 = abs_tol */
     int max_tokens;          /* session size; 0 = default */
     int precision;           /* MACT_PRECISION_*; the gate's default is FP32 (exact mode) */
 } mact_parity_options;
