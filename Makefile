@@ -175,9 +175,11 @@ $(BUILD)/fuzz/obj/%.o: src/%.c $(HDRS)
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(FUZZ_LDLIBS) -o $@
 
-# the server's codecs and request decoders (fuzz/serve_stub.h stands in for server.c and the model); rtc.c for
+# the server's codecs, request decoders and protocols: every src/server file but server.c (the event loop; fuzz/
+# serve_stub.h stands in for it and the model); rtc.c for
 # the schedule / guidance names (the stub traps its session-bound callees)
-FUZZ_SRV_OBJ := $(BUILD)/fuzz/obj/server/wire.o $(BUILD)/fuzz/obj/server/proto.o $(BUILD)/fuzz/obj/stages/rtc.o
+FUZZ_SRV_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/server/server.c,$(SERVER_SRC))) \
+                $(BUILD)/fuzz/obj/stages/rtc.o
 $(FUZZ_SERVE:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h fuzz/serve_stub.h $(FUZZ_OBJ) $(FUZZ_SRV_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_SRV_OBJ) $(FUZZ_OBJ) \
 	    $(FUZZ_LDLIBS) -lmsgpackc -o $@

@@ -1,12 +1,12 @@
 /* mact serve, vla-eval: envelopes (hello, episode_start/end, observation with __image__ maps and RTC keys)
- * through srv_handle_vla with the model stubbed (serve_stub.h). The same message is sent three times on one
+ * through the vla protocol's handle with the model stubbed (serve_stub.h). The same message is sent three times on one
  * connection with --replan-steps 2, so the served-from-chunk and the guided-replan paths run as well as the
  * fresh inference; every reply must unpack to a map. */
 #include "serve_stub.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 {
-    static srv S;
+    static srv_state S;
     static srv_worker w;
     static float acts[STUB_H * STUB_A];
     static int init;
@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
         init = 1;
     }
     srv_conn cn = {0};
-    for (int k = 0; k < 3; k++) stub_run(&S, &w, &cn, srv_handle_vla, d, n, 0);
-    free(cn.chunk);
+    for (int k = 0; k < 3; k++) stub_run(&S, &w, &cn, SRV_VLA, d, n, 0);
+    srv_protocols[SRV_VLA]->conn_free(cn.pstate);
     return 0;
 }

@@ -1,7 +1,8 @@
-/* The policy server's request path without a model (fuzz_serve_*): a stand-in for server.c's `srv` (config,
- * model info, camera count, state width) and a srv_predict that, instead of calling mact_predict, checks the
- * mact_predict_input the request decoded to and answers a fixed chunk. proto.c and wire.c run unchanged:
- * bytes -> srv_handle_{openpi,act,vla} -> decode -> (stub) -> encode, and the reply must decode again. */
+/* The policy server's request path without a model (fuzz_serve_*): a srv_state filled as the loader would
+ * (config, model info, camera count, state width) and a srv_predict that, instead of calling mact_predict,
+ * checks the mact_predict_input the request decoded to and answers a fixed chunk. The protocols (proto_*.c,
+ * the table in protocols.c), request.c and wire.c run unchanged: bytes -> the protocol's handle -> decode ->
+ * (stub) -> encode, and the reply must decode again. */
 #ifndef MACT_FUZZ_SERVE_STUB_H
 #define MACT_FUZZ_SERVE_STUB_H
 #include <math.h>
@@ -17,24 +18,13 @@
 #define STUB_A 7
 #define STUB_S 8
 
-struct srv {
-    srv_config c;
-    mact_model_info mi;
-    int state_dim, n_cameras;
-};
-
 double srv_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
-const srv_config *srv_cfg(const srv *S) { return &S->c; }
-const mact_model_info *srv_model_info(const srv *S) { return &S->mi; }
-const mact_norm_stats *srv_norms(const srv *S) { (void)S; return NULL; }
-int srv_default_state_dim(const srv *S) { return S->state_dim; }
-int srv_model_cameras(const srv *S) { return S->n_cameras; }
-void srv_identity_json(srv *S, srv_buf *b) { (void)S; srv_buf_printf(b, "{\"status\": \"ok\"}\n"); }
+void srv_identity_json(const srv_state *S, int ready, srv_buf *b) { (void)S; (void)ready; srv_buf_printf(b, "{\"status\": \"ok\"}\n"); }
 const char *mact_precision_str(mact_precision p) { return p ? "bf16" : "f32"; }
 /* rtc.c is linked for the schedule / guidance name parsers; its session-bound code never runs here */
 struct mact_session;
@@ -46,7 +36,8 @@ void mact_rtc_vjp(struct mact_session *s, const void *c, const float *x, int h, 
 { (void)s; (void)c; (void)x; (void)h; (void)time; (void)e; __builtin_trap(); }
 
 /* mact_predict's view of the request: every field inside the server's limits, else a violated property. */
-int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err, size_t el)
+srv_outcome srv_predict(const srv_state *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err,
+                        size_t el)
 {
     const srv_config *c = &S->c;
     if (r->n_img < 0 || r->n_img > c->max_images || r->n_img > SRV_MAX_CAMS) STUB_TRAP();
@@ -79,55 +70,10 @@ int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv
     *out = (mact_predict_output){.actions = w->actions, .actions_cap = w->cap, .n_steps = (size_t)n,
                                  .action_dim = STUB_A};
     (void)err; (void)el;
-    return 0;
+    return SRV_OC_OK;
 }
 
-/* server.c's defaults (srv_config_defaults there; server.c itself needs libwebsockets, so not linked here) */
-static void stub_keys(srv_keys *k, const char *cams, const char *state, const char *task)
-{
-    srv_keys_set_cams(k, cams);
-    snprintf(k->state, sizeof k->state, "%s", state);
-    snprintf(k->task, sizeof k->task, "%s", task);
-}
-int srv_keys_set_cams(srv_keys *k, const char *list)
-{
-    int n = 0;
-    const char *p = list;
-    while (*p) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (n == SRV_MAX_CAMS || l == 0 || l >= SRV_MAX_KEY) return -1;
-        memcpy(k->cams[n], p, l);
-        k->cams[n][l] = 0;
-        n++;
-        p += l + (e ? 1 : 0);
-    }
-    k->n_cams = n;
-    return n;
-}
-void srv_config_defaults(srv_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->host = "127.0.0.1";
-    c->workers = 1;
-    c->max_message = (size_t)64 << 20;
-    c->queue_cap = 64;
-    c->deadline_ms = 30000;
-    c->max_images = 4;
-    c->max_image_pixels = (int64_t)4096 * 4096;
-    c->max_depth = 16;
-    c->max_string = 4096;
-    c->idle_timeout_s = 10;
-    c->drain_timeout_s = 30;
-    c->log_requests = 1;
-    for (int i = 0; i < SRV_NPROTO; i++) c->key_required[i] = 1;
-    stub_keys(&c->keys[SRV_OPENPI], "observation/image,observation/wrist_image", "observation/state", "prompt");
-    stub_keys(&c->keys[SRV_ACT], "external_cam,wrist_cam", "state", "instruction");
-    stub_keys(&c->yam_keys, "top_cam,left_cam,right_cam", "state", "instruction");
-    stub_keys(&c->keys[SRV_VLA], "images.agentview,images.wrist", "states", "task_description");
-}
-
-static void stub_init(srv *S, srv_worker *w, float *acts)
+static void stub_init(srv_state *S, srv_worker *w, float *acts)
 {
     memset(S, 0, sizeof *S);
     srv_config_defaults(&S->c);
@@ -171,23 +117,23 @@ static void stub_check_replies(srv_job *j, int json)
         free(o);
     }
     j->out = j->out_tail = NULL;
-    if (!j->outcome) STUB_TRAP();
+    if ((unsigned)j->outcome >= SRV_OC_N) STUB_TRAP();
 }
 
 /* One message through a handler on connection cn. */
-static void stub_run(srv *S, srv_worker *w, srv_conn *cn, void (*h)(srv *, srv_worker *, srv_job *),
-                     const uint8_t *d, size_t n, int json)
+static void stub_run(srv_state *S, srv_worker *w, srv_conn *cn, int proto, const uint8_t *d, size_t n, int json)
 {
     uint8_t *copy = malloc(n ? n : 1);
     if (!copy) STUB_TRAP();
     memcpy(copy, d, n);
     srv_msg m = {.data = copy, .len = n, .binary = !json, .t_recv = srv_now_ms()};
-    srv_job j = {.conn = cn, .msg = &m};
+    srv_job j = {.conn = cn, .msg = &m, .outcome = SRV_OC_N};
     j.t_enq = j.t_start = m.t_recv;
-    h(S, w, &j);
+    cn->proto = proto;
+    srv_protocols[proto]->handle(S, w, &j);
     static int verbose = -1;   /* STUB_VERBOSE=1: each message's outcome on stderr (for reproducing a case) */
     if (verbose < 0) verbose = getenv("STUB_VERBOSE") != NULL;
-    if (verbose) fprintf(stderr, "outcome %s: %s\n", j.outcome ? j.outcome : "(none)", j.detail);
+    if (verbose) fprintf(stderr, "outcome %s: %s\n", j.outcome < SRV_OC_N ? srv_outcome_name[j.outcome] : "(none)", j.detail);
     stub_check_replies(&j, json);
     if (memchr(j.detail, 0, sizeof j.detail) == NULL || memchr(j.id, 0, sizeof j.id) == NULL) STUB_TRAP();
     free(copy);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "commands.h"
 #include "mact.h"
+#include "base/parse.h"
 #include "server/server.h"
 
 static int serve_usage(FILE *f)
@@ -37,11 +38,21 @@ static int serve_usage(FILE *f)
     return 2;
 }
 
+/* --NAME PORT: the protocol table's index of NAME, -1 if it names none */
+static int port_flag(const char *name) { return srv_protocol_find(name, strlen(name)); }
+
+static int key_flag(const char *s, size_t n)
+{
+    for (int p = 0; p < SRV_NPROTO; p++)
+        if (strlen(srv_protocol_key_flag(p)) == n && !strncmp(srv_protocol_key_flag(p), s, n)) return p;
+    return -1;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     srv_config c;
     srv_config_defaults(&c);
-    static const char *const pfx[SRV_NPROTO] = {"--openpi-", "--act-", "--vla-"};
+    char perr[256];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -51,25 +62,39 @@ int cmd_serve(int argc, char **argv)
         if (!v) return serve_usage(stderr);
         if (!strcmp(a, "--model")) c.model_dir = v;
         else if (!strcmp(a, "--host")) c.host = v;
-        else if (!strcmp(a, "--openpi")) c.port[SRV_OPENPI] = atoi(v);
-        else if (!strcmp(a, "--act")) c.port[SRV_ACT] = atoi(v);
-        else if (!strcmp(a, "--vla-eval")) c.port[SRV_VLA] = atoi(v);
+        else if (a[0] == '-' && a[1] == '-' && port_flag(a + 2) >= 0) {
+            int p = port_flag(a + 2);
+            if (mact_parse_int_arg(a, v, 1, 65535, &c.port[p], perr, sizeof perr)) goto bad_num;
+        }
         else if (!strcmp(a, "--api-key-file")) c.api_key_file = v;
         else if (!strcmp(a, "--api-key-protocols")) {
             for (int p = 0; p < SRV_NPROTO; p++) c.key_required[p] = 0;
-            if (strstr(v, "openpi")) c.key_required[SRV_OPENPI] = 1;
-            if (strstr(v, "act")) c.key_required[SRV_ACT] = 1;
-            if (strstr(v, "vla")) c.key_required[SRV_VLA] = 1;
+            for (const char *q = v; *q;) {   /* a comma list of protocol names ("vla" for vla-eval too) */
+                size_t n = strcspn(q, ",");
+                int p = srv_protocol_find(q, n);
+                if (p < 0) p = key_flag(q, n);
+                if (p < 0) { fprintf(stderr, "mact serve: --api-key-protocols: unknown protocol '%.*s'\n", (int)n, q); return 2; }
+                c.key_required[p] = 1;
+                q += n + (q[n] == ',');
+            }
         }
-        else if (!strcmp(a, "--workers")) c.workers = atoi(v);
-        else if (!strcmp(a, "--threads")) c.threads_per_worker = atoi(v);
-        else if (!strcmp(a, "--queue")) c.queue_cap = atoi(v);
-        else if (!strcmp(a, "--deadline-ms")) c.deadline_ms = atoi(v);
-        else if (!strcmp(a, "--max-message-mb")) c.max_message = (size_t)(atof(v) * 1048576.0);
-        else if (!strcmp(a, "--max-images")) c.max_images = atoi(v);
-        else if (!strcmp(a, "--max-image-pixels")) c.max_image_pixels = atoll(v);
-        else if (!strcmp(a, "--idle-timeout")) c.idle_timeout_s = atoi(v);
-        else if (!strcmp(a, "--drain-timeout")) c.drain_timeout_s = atoi(v);
+        else if (!strcmp(a, "--workers")) { if (mact_parse_int_arg(a, v, 1, 64, &c.workers, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--threads")) { if (mact_parse_int_arg(a, v, 0, 4096, &c.threads_per_worker, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--queue")) { if (mact_parse_int_arg(a, v, 1, 1 << 20, &c.queue_cap, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--deadline-ms")) { if (mact_parse_int_arg(a, v, 0, 1 << 30, &c.deadline_ms, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--max-message-mb")) {
+            double mb;
+            if (mact_parse_f64_arg(a, v, 0.0009765625, 4096, &mb, perr, sizeof perr)) goto bad_num;
+            c.max_message = (size_t)(mb * 1048576.0);
+        }
+        else if (!strcmp(a, "--max-images")) { if (mact_parse_int_arg(a, v, 1, 256, &c.max_images, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--max-image-pixels")) {
+            int px;
+            if (mact_parse_int_arg(a, v, 1, 1 << 30, &px, perr, sizeof perr)) goto bad_num;
+            c.max_image_pixels = px;
+        }
+        else if (!strcmp(a, "--idle-timeout")) { if (mact_parse_int_arg(a, v, 1, 86400, &c.idle_timeout_s, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--drain-timeout")) { if (mact_parse_int_arg(a, v, 0, 86400, &c.drain_timeout_s, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(a, "--norm-tag")) c.norm_tag = v;
         else if (!strcmp(a, "--replan-steps") || !strcmp(a, "--replan-horizon")) {
             char *end;
@@ -97,10 +122,11 @@ int cmd_serve(int argc, char **argv)
         } else {
             used = 0;
             for (int p = 0; p < SRV_NPROTO && !used; p++) {
-                size_t n = strlen(pfx[p]);
-                if (strncmp(a, pfx[p], n)) continue;
+                const char *kf = srv_protocol_key_flag(p);
+                size_t n = strlen(kf);
+                if (strncmp(a, "--", 2) || strncmp(a + 2, kf, n) || a[2 + n] != '-') continue;
                 srv_keys *k = &c.keys[p];
-                const char *f = a + n;
+                const char *f = a + 3 + n;
                 used = 1;
                 if (!strcmp(f, "images")) { if (srv_keys_set_cams(k, v) <= 0) return serve_usage(stderr); }
                 else if (!strcmp(f, "state") && strlen(v) < SRV_MAX_KEY) snprintf(k->state, sizeof k->state, "%s", v);
@@ -111,16 +137,17 @@ int cmd_serve(int argc, char **argv)
         }
         i++;
     }
-    if (!c.model_dir || (!c.port[0] && !c.port[1] && !c.port[2])) {
-        fprintf(stderr, "mact serve: --model and at least one of --openpi, --act, --vla-eval are required\n");
+    int any = 0;
+    for (int p = 0; p < SRV_NPROTO; p++) any |= c.port[p] != 0;
+    if (!c.model_dir || !any) {
+        fprintf(stderr, "mact serve: --model and at least one protocol port (");
+        for (int p = 0; p < SRV_NPROTO; p++) fprintf(stderr, "%s--%s", p ? ", " : "", srv_protocol_name(p));
+        fprintf(stderr, ") are required\n");
         return serve_usage(stderr);
     }
-    for (int p = 0; p < SRV_NPROTO; p++)
-        if (c.port[p] < 0 || c.port[p] > 65535) { fprintf(stderr, "mact serve: bad port %d\n", c.port[p]); return 2; }
-    if (c.workers < 1 || c.workers > 64 || c.queue_cap < 1 || c.max_images < 1 || c.max_images > 256 ||
-        c.max_message < 1024 || c.max_image_pixels < 1 || c.idle_timeout_s < 1) {
-        fprintf(stderr, "mact serve: a limit is out of range\n");
-        return 2;
-    }
+    if (c.max_message < 1024) { fprintf(stderr, "mact serve: --max-message-mb: at least 1 KiB\n"); return 2; }
     return srv_run(&c);
+bad_num:
+    fprintf(stderr, "mact serve: %s\n", perr);
+    return 2;
 }

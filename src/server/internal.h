@@ -1,4 +1,5 @@
-/* What the server's files share: arrays from the wire, requests, jobs, connections, metrics. */
+/* What the server's files share: arrays from the wire, requests, the read-only server state, jobs,
+ * connections, and the protocol interface (one file per protocol, proto_*.c; the table in protocols.c). */
 #ifndef MACT_SERVER_INTERNAL_H
 #define MACT_SERVER_INTERNAL_H
 #include <pthread.h>
@@ -63,6 +64,9 @@ int srv_js_arr(const cJSON *o, srv_arr *a, char *err, size_t el);   /* json_nump
 int srv_js_frame(const cJSON *o, const srv_config *c, mact_image *img, char *err, size_t el);
 int srv_frame_from_encoded(const uint8_t *p, size_t n, const srv_config *c, mact_image *img, char *err, size_t el);
 
+/* A decoder's return for the server's own failure (out of memory), as opposed to -1, the client's error. */
+#define SRV_EINTERNAL (-2)
+
 /* ---- a request, protocol-independent ---- */
 typedef struct {
     mact_image img[SRV_MAX_CAMS];
@@ -91,8 +95,22 @@ void srv_req_free(srv_req *r);
 int srv_req_options(srv_req *r, srv_arr *seed, srv_arr *noise, srv_arr *steps, srv_arr *nact, char *err, size_t el);
 int srv_state_from_arr(srv_req *r, const srv_arr *a, char *err, size_t el);
 
-/* ---- the server ---- */
-typedef struct srv srv;
+/* ---- the server's state: filled once by the loader before the server is ready, read-only after ---- */
+typedef struct {
+    srv_config c;
+    mact_model *m;
+    mact_model_info mi;
+    mact_norm_tag_info tag;    /* the default norm tag (--norm-tag, or the checkpoint's first) */
+    int state_dim, n_cameras;  /* of that tag (n_cameras 0: the tag names none) */
+    int workers;
+} srv_state;
+
+/* How a request ended: the metrics' outcome label and the log line's. */
+typedef enum {
+    SRV_OC_OK, SRV_OC_BAD, SRV_OC_ERROR, SRV_OC_BUSY, SRV_OC_DROPPED, SRV_OC_DEADLINE, SRV_OC_CONTROL,
+    SRV_OC_UNAUTH, SRV_OC_N
+} srv_outcome;
+extern const char *const srv_outcome_name[SRV_OC_N];
 
 typedef struct srv_out {
     struct srv_out *next;
@@ -115,7 +133,6 @@ typedef struct srv_msg {
 typedef struct srv_conn {
     struct srv_conn *prev, *next;  /* every open connection (event-loop thread) */
     int proto;
-    int port_index;
     struct lws *wsi;           /* event-loop thread only; NULL once closed */
     atomic_int refs;
     atomic_int closed;
@@ -129,11 +146,9 @@ typedef struct srv_conn {
     int n_backlog;
     srv_out *outq, *outq_tail;
     int closing;
-    /* the worker holding this connection's in-flight job */
-    float *chunk;              /* vla-eval: the rows left of the last chunk */
-    int chunk_rows, chunk_pos, chunk_dim;
-    long long chunk_served;    /* vla-eval: rows of the current chunk served (--replan-steps counts these) */
-    atomic_llong prev_total_us;  /* openpi: the previous request's total time */
+    /* the worker holding this connection's in-flight job (one at a time) */
+    void *pstate;              /* the protocol's own per-connection state; freed by its conn_free */
+    atomic_llong prev_total_us;  /* the previous request's total time on this connection */
     long long n_requests;
 } srv_conn;
 
@@ -144,7 +159,7 @@ typedef struct srv_job {
     double t_enq, t_start, t_done;
     srv_out *out, *out_tail;
     /* for the log line and metrics */
-    const char *outcome;       /* ok, bad_request, error, dropped, deadline, control */
+    srv_outcome outcome;
     double infer_ms, decode_ms;   /* decode: from the worker's start to mact_predict */
     mact_timings timings;
     int did_infer;
@@ -159,24 +174,56 @@ typedef struct {
     int index;
 } srv_worker;
 
-/* proto.c: runs on a worker; fills job->out (and the log fields). */
-void srv_handle_openpi(srv *S, srv_worker *w, srv_job *j);
-void srv_handle_act(srv *S, srv_worker *w, srv_job *j);
-void srv_handle_vla(srv *S, srv_worker *w, srv_job *j);
-/* Messages the event loop sends itself (metadata, busy answers). */
-srv_out *srv_openpi_metadata(srv *S);
-srv_out *srv_error_out(srv *S, int proto, const uint8_t *msg, size_t len, int http_status, const char *text);
+/* ---- a protocol: what the event loop and the workers need of it ---- */
+typedef enum { SRV_WS, SRV_HTTP } srv_transport;
+typedef struct {
+    const char *name;          /* metrics label, log lines, /config; its port flag is --NAME */
+    const char *key_flag;      /* observation-key flags: --KEY_FLAG-images / -state / -task */
+    srv_transport transport;
+    const char *route;         /* SRV_HTTP: the path it answers (GET: identity, POST: a request) */
+    const char *cams, *state, *task;   /* default observation keys */
+    /* on a worker: decode j->msg, predict, encode the reply into j->out, set j->outcome (and j->detail / j->id) */
+    void (*handle)(const srv_state *S, srv_worker *w, srv_job *j);
+    /* an error answer in the protocol's form (msg: the request, when the reply must echo something of it) */
+    srv_out *(*error_out)(const srv_state *S, const uint8_t *msg, size_t len, int http_status, const char *text);
+    srv_out *(*on_open)(const srv_state *S);   /* SRV_WS: the first frame after the upgrade; NULL: none */
+    void (*conn_free)(void *pstate);           /* NULL: free() */
+    int close_code_oversize;                   /* SRV_WS: close code after an oversized message; 0: keep open */
+} srv_protocol;
+extern const srv_protocol *const srv_protocols[SRV_NPROTO];
+extern const srv_protocol srv_proto_openpi, srv_proto_act, srv_proto_vla;
+
+/* ---- shared by the protocols (request.c) ---- */
+srv_out *srv_out_new(int kind);
 srv_out *srv_http_out(int status, const char *ctype, const char *body, size_t n);
 void srv_job_push(srv_job *j, srv_out *o);
+void srv_json_escape(srv_buf *b, const char *s);
+void srv_pk_str(msgpack_packer *pk, const char *s);
+void srv_pk_key(msgpack_packer *pk, const char *s, int bin);
+/* float32 ndarray: openpi's msgpack-numpy (bin keys) or vla-eval's (str keys) */
+void srv_pk_ndarray(msgpack_packer *pk, int bin_keys, const float *x, int ndim, const size_t *shape);
+void srv_pk_id(msgpack_packer *pk, const srv_req *r);
+typedef int (*srv_opt_get_fn)(const void *obj, const char *key, srv_arr *a, srv_arr **p, char *err, size_t el);
+int srv_read_options(srv_req *r, const void *obj, srv_opt_get_fn get, char *err, size_t el);
+int srv_mp_opt(const void *obj, const char *key, srv_arr *a, srv_arr **p, char *err, size_t el);
+int srv_copy_str(const char *s, size_t n, size_t max, char **out, const char *what, char *err, size_t el);
+/* a short client string (id, tag) into a fixed buffer, control characters and quotes replaced */
+void srv_set_small(char *dst, size_t cap, const char *s, size_t n);
+int srv_mp_rtc(const srv_state *S, const msgpack_object *obs, srv_req *r, char *err, size_t el);
+int srv_js_rtc(const srv_state *S, const cJSON *obj, srv_req *r, char *err, size_t el);
+/* the msgpack observation (cameras, state, task, id, tag, options) by the protocol's keys */
+int srv_mp_request(const srv_state *S, int proto, const msgpack_object *obs, srv_req *r, char *err, size_t el);
+int srv_mp_unpack(const srv_state *S, srv_job *j, msgpack_unpacked *u, char *err, size_t el);
+/* the outcome of a failed decode (rc -1 or SRV_EINTERNAL) */
+static inline srv_outcome srv_decode_outcome(int rc) { return rc == SRV_EINTERNAL ? SRV_OC_ERROR : SRV_OC_BAD; }
 
-/* What proto.c needs from server.c. */
-const srv_config *srv_cfg(const srv *S);
-const mact_model_info *srv_model_info(const srv *S);
-const mact_norm_stats *srv_norms(const srv *S);
-int srv_default_state_dim(const srv *S);
-int srv_model_cameras(const srv *S);   /* the default tag's camera count; 0 when it names none */
-void srv_identity_json(srv *S, srv_buf *b);
-/* Runs mact_predict for r; fills out. 0 or -1 with err. Checks the actions are finite. */
-int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err, size_t el);
+/* ---- from the server (server.c; the fuzz targets stub them) ---- */
+/* Runs mact_predict for r; fills out. SRV_OC_OK, or SRV_OC_BAD (the client's input: mact_predict's
+ * MACT_ERR_INPUT / MACT_ERR_UNSUPPORTED) / SRV_OC_ERROR (the server's failure) with err. Checks the actions
+ * are finite. */
+srv_outcome srv_predict(const srv_state *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err,
+                        size_t el);
+/* GET /act's identity JSON (and the metadata frames') */
+void srv_identity_json(const srv_state *S, int ready, srv_buf *b);
 double srv_now_ms(void);
 #endif

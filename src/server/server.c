@@ -16,30 +16,24 @@
 
 _Static_assert(SRV_PRE >= LWS_PRE, "SRV_PRE must cover LWS_PRE");
 
-static const char *const PROTO_NAME[SRV_NPROTO] = {"openpi", "act", "vla-eval"};
-enum { OC_OK, OC_BAD, OC_ERROR, OC_BUSY, OC_DROPPED, OC_DEADLINE, OC_CONTROL, OC_UNAUTH, OC_N };
-static const char *const OC_NAME[OC_N] = {"ok", "bad_request", "error", "busy", "dropped", "deadline", "control", "unauthorized"};
+#define PROTO_NAME(p) (srv_protocols[p]->name)
 #define NB 15
 static const double BUCKET[NB] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
-enum { H_REQ_OPENPI, H_REQ_ACT, H_REQ_VLA, H_QUEUE, H_PRE, H_VISION, H_LLM, H_ACTION, H_INFER, H_OVERHEAD, H_N };
-static const char *const H_NAME[H_N] = {
-    "mact_request_seconds{protocol=\"openpi\"}", "mact_request_seconds{protocol=\"act\"}",
-    "mact_request_seconds{protocol=\"vla-eval\"}", "mact_queue_wait_seconds", "mact_stage_seconds{stage=\"preprocess\"}",
-    "mact_stage_seconds{stage=\"vision\"}", "mact_stage_seconds{stage=\"llm\"}", "mact_stage_seconds{stage=\"action\"}",
-    "mact_stage_seconds{stage=\"inference\"}", "mact_stage_seconds{stage=\"server_overhead\"}"};
+/* histograms: one request-time histogram per protocol (H_REQ + p), then the shared ones */
+enum { H_REQ = 0, H_QUEUE = SRV_NPROTO, H_PRE, H_VISION, H_LLM, H_ACTION, H_INFER, H_OVERHEAD, H_N };
+static const char *const H_NAME[H_N - H_QUEUE] = {
+    "mact_queue_wait_seconds", "mact_stage_seconds{stage=\"preprocess\"}", "mact_stage_seconds{stage=\"vision\"}",
+    "mact_stage_seconds{stage=\"llm\"}", "mact_stage_seconds{stage=\"action\"}", "mact_stage_seconds{stage=\"inference\"}",
+    "mact_stage_seconds{stage=\"server_overhead\"}"};
 
 typedef struct { uint64_t n[NB + 1]; double sum; uint64_t count; } histo;
 
+typedef struct srv srv;
 typedef struct { srv *S; int proto; } proto_ctx;
 typedef struct { srv_conn *conn; } pss_t;
 
 struct srv {
-    srv_config c;
-    mact_model *m;
-    mact_model_info mi;
-    mact_norm_stats *ns;
-    int state_dim, n_cameras;  /* of the default norm tag (n_cameras 0: the tag names none) */
-    char tag_name[128];
+    srv_state st;              /* what the protocols read: filled by the loader before `ready`, read-only after */
     srv_worker *w;
     pthread_t *wt;
     int nw, nw_started;
@@ -59,7 +53,7 @@ struct srv {
     size_t keylen;
     double t0, cold_start_ms;
     pthread_mutex_t mm;
-    uint64_t cnt[SRV_NPROTO][OC_N];
+    uint64_t cnt[SRV_NPROTO][SRV_OC_N];
     histo h[H_N];
     uint64_t dropped_conns;
 };
@@ -71,57 +65,7 @@ double srv_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-const srv_config *srv_cfg(const srv *S) { return &S->c; }
-const mact_model_info *srv_model_info(const srv *S) { return &S->mi; }
-const mact_norm_stats *srv_norms(const srv *S) { return S->ns; }
-int srv_default_state_dim(const srv *S) { return S->state_dim; }
-int srv_model_cameras(const srv *S) { return S->n_cameras; }
-
-static void set_keys(srv_keys *k, const char *cams, const char *state, const char *task)
-{
-    srv_keys_set_cams(k, cams);
-    snprintf(k->state, sizeof k->state, "%s", state);
-    snprintf(k->task, sizeof k->task, "%s", task);
-}
-
-int srv_keys_set_cams(srv_keys *k, const char *list)
-{
-    int n = 0;
-    const char *p = list;
-    while (*p) {
-        const char *e = strchr(p, ',');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (n == SRV_MAX_CAMS || l == 0 || l >= SRV_MAX_KEY) return -1;
-        memcpy(k->cams[n], p, l);
-        k->cams[n][l] = 0;
-        n++;
-        p += l + (e ? 1 : 0);
-    }
-    k->n_cams = n;
-    return n;
-}
-
-void srv_config_defaults(srv_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->host = "127.0.0.1";
-    c->workers = 1;
-    c->max_message = (size_t)64 << 20;
-    c->queue_cap = 64;
-    c->deadline_ms = 30000;
-    c->max_images = 4;
-    c->max_image_pixels = (int64_t)4096 * 4096;
-    c->max_depth = 16;
-    c->max_string = 4096;
-    c->idle_timeout_s = 10;
-    c->drain_timeout_s = 30;
-    c->log_requests = 1;
-    for (int i = 0; i < SRV_NPROTO; i++) c->key_required[i] = 1;
-    set_keys(&c->keys[SRV_OPENPI], "observation/image,observation/wrist_image", "observation/state", "prompt");
-    set_keys(&c->keys[SRV_ACT], "external_cam,wrist_cam", "state", "instruction");
-    set_keys(&c->yam_keys, "top_cam,left_cam,right_cam", "state", "instruction");
-    set_keys(&c->keys[SRV_VLA], "images.agentview,images.wrist", "states", "task_description");
-}
+static const char *tag_name(const srv_state *S) { return S->tag.name ? S->tag.name : ""; }
 
 /* ---- metrics ---- */
 static void observe(srv *S, int h, double ms)
@@ -135,23 +79,17 @@ static void observe(srv *S, int h, double ms)
     x->count++;
 }
 
-static int oc_index(const char *o)
-{
-    for (int i = 0; i < OC_N; i++) if (!strcmp(o, OC_NAME[i])) return i;
-    return OC_ERROR;
-}
-
-static void log_line(srv *S, int proto, const char *peer, const char *id, const char *outcome, double queue_ms,
+static void log_line(srv *S, int proto, const char *peer, const char *id, srv_outcome outcome, double queue_ms,
                      double decode_ms, double infer_ms, double total_ms, size_t in_bytes, const char *detail)
 {
-    if (!S->c.log_requests) return;
+    if (!S->st.c.log_requests) return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s peer=%s id=%s outcome=%s queue_ms=%.2f decode_ms=%.2f "
             "infer_ms=%.2f total_ms=%.2f bytes=%zu%s%s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-            tm.tm_sec, ts.tv_nsec / 1000000, PROTO_NAME[proto], peer, id && *id ? id : "-", outcome, queue_ms,
+            tm.tm_sec, ts.tv_nsec / 1000000, PROTO_NAME(proto), peer, id && *id ? id : "-", srv_outcome_name[outcome], queue_ms,
             decode_ms, infer_ms, total_ms, in_bytes, detail && *detail ? " detail=" : "", detail ? detail : "");
 }
 
@@ -160,15 +98,17 @@ static void metrics_text(srv *S, srv_buf *b)
     pthread_mutex_lock(&S->mm);
     srv_buf_printf(b, "# HELP mact_requests_total Requests by protocol and outcome.\n# TYPE mact_requests_total counter\n");
     for (int p = 0; p < SRV_NPROTO; p++)
-        for (int o = 0; o < OC_N; o++)
-            srv_buf_printf(b, "mact_requests_total{protocol=\"%s\",outcome=\"%s\"} %llu\n", PROTO_NAME[p], OC_NAME[o],
+        for (int o = 0; o < SRV_OC_N; o++)
+            srv_buf_printf(b, "mact_requests_total{protocol=\"%s\",outcome=\"%s\"} %llu\n", PROTO_NAME(p), srv_outcome_name[o],
                            (unsigned long long)S->cnt[p][o]);
     char prev[96] = "";
     for (int h = 0; h < H_N; h++) {
-        char name[96], inner[96] = "";
-        const char *br = strchr(H_NAME[h], '{');
-        size_t nl = br ? (size_t)(br - H_NAME[h]) : strlen(H_NAME[h]);
-        memcpy(name, H_NAME[h], nl);
+        char name[96], inner[96] = "", full[128];
+        if (h < H_QUEUE) snprintf(full, sizeof full, "mact_request_seconds{protocol=\"%s\"}", PROTO_NAME(h));
+        else snprintf(full, sizeof full, "%s", H_NAME[h - H_QUEUE]);
+        const char *br = strchr(full, '{');
+        size_t nl = br ? (size_t)(br - full) : strlen(full);
+        memcpy(name, full, nl);
         name[nl] = 0;
         if (br) snprintf(inner, sizeof inner, "%.*s", (int)(strlen(br) - 2), br + 1);
         if (strcmp(prev, name)) {
@@ -191,7 +131,7 @@ static void metrics_text(srv *S, srv_buf *b)
     int ql = S->qlen;
     pthread_mutex_unlock(&S->qm);
     srv_buf_printf(b, "# TYPE mact_queue_depth gauge\nmact_queue_depth %d\n", ql);
-    srv_buf_printf(b, "# TYPE mact_queue_capacity gauge\nmact_queue_capacity %d\n", S->c.queue_cap);
+    srv_buf_printf(b, "# TYPE mact_queue_capacity gauge\nmact_queue_capacity %d\n", S->st.c.queue_cap);
     srv_buf_printf(b, "# TYPE mact_jobs_in_flight gauge\nmact_jobs_in_flight %d\n", atomic_load(&S->jobs_live));
     srv_buf_printf(b, "# TYPE mact_connections gauge\nmact_connections %d\n", atomic_load(&S->conns));
     srv_buf_printf(b, "# TYPE mact_workers gauge\nmact_workers %d\n", S->nw);
@@ -199,29 +139,29 @@ static void metrics_text(srv *S, srv_buf *b)
     srv_buf_printf(b, "# TYPE mact_cold_start_seconds gauge\nmact_cold_start_seconds %.3f\n", S->cold_start_ms / 1000);
     srv_buf_printf(b, "# TYPE mact_model_info gauge\nmact_model_info{version=\"%s\",precision=\"%s\",norm_tag=\"%s\","
                    "d_model=\"%d\",n_layers=\"%d\",max_action_horizon=\"%d\",max_action_dim=\"%d\"} 1\n",
-                   MACT_VERSION_STRING, mact_precision_str(S->mi.precision), S->tag_name, S->mi.d_model, S->mi.n_layers,
-                   S->mi.max_action_horizon, S->mi.max_action_dim);
+                   MACT_VERSION_STRING, mact_precision_str(S->st.mi.precision), tag_name(&S->st), S->st.mi.d_model,
+                   S->st.mi.n_layers, S->st.mi.max_action_horizon, S->st.mi.max_action_dim);
 }
 
-void srv_identity_json(srv *S, srv_buf *b)
+void srv_identity_json(const srv_state *S, int ready, srv_buf *b)
 {
     const char *base = strrchr(S->c.model_dir, '/');
     base = base && base[1] ? base + 1 : S->c.model_dir;
     srv_buf_printf(b, "{\"status\": \"%s\", \"repo_id\": \"%s\", \"norm_tag\": \"%s\", \"num_cameras\": %d, "
                    "\"state_dim\": %d, \"device\": \"cpu\", \"dtype\": \"%s\", \"server\": \"mact %s\", "
                    "\"max_action_horizon\": %d, \"workers\": %d}\n",
-                   atomic_load(&S->ready) ? "ok" : "loading", base, S->tag_name,
-                   S->n_cameras > 0 ? S->n_cameras : S->c.keys[SRV_ACT].n_cams, S->state_dim,
-                   mact_precision_str(S->mi.precision), MACT_VERSION_STRING, S->mi.max_action_horizon, S->nw);
+                   ready ? "ok" : "loading", base, tag_name(S), S->n_cameras > 0 ? S->n_cameras : S->c.keys[SRV_ACT].n_cams,
+                   S->state_dim, mact_precision_str(S->mi.precision), MACT_VERSION_STRING, S->mi.max_action_horizon,
+                   S->workers);
 }
 
 static void config_json(srv *S, srv_buf *b)
 {
-    const srv_config *c = &S->c;
+    const srv_config *c = &S->st.c;
     srv_buf_printf(b, "{\"server\": \"mact %s\", \"model_dir\": \"%s\", \"host\": \"%s\", \"ports\": {", MACT_VERSION_STRING,
                    c->model_dir, c->host);
     for (int p = 0, f = 0; p < SRV_NPROTO; p++)
-        if (c->port[p]) srv_buf_printf(b, "%s\"%s\": %d", f++ ? ", " : "", PROTO_NAME[p], c->port[p]);
+        if (c->port[p]) srv_buf_printf(b, "%s\"%s\": %d", f++ ? ", " : "", PROTO_NAME(p), c->port[p]);
     srv_buf_printf(b, "}, \"workers\": %d, \"threads_per_worker\": %d, \"queue_capacity\": %d, \"deadline_ms\": %d, "
                    "\"max_message_bytes\": %zu, \"max_images\": %d, \"max_image_pixels\": %lld, \"max_depth\": %d, "
                    "\"max_string\": %zu, \"idle_timeout_s\": %d, \"api_key\": %s, \"api_key_required\": {",
@@ -229,7 +169,7 @@ static void config_json(srv *S, srv_buf *b)
                    c->max_images, (long long)c->max_image_pixels, c->max_depth, c->max_string, c->idle_timeout_s,
                    S->keylen ? "true" : "false");
     for (int p = 0; p < SRV_NPROTO; p++)
-        srv_buf_printf(b, "%s\"%s\": %s", p ? ", " : "", PROTO_NAME[p], S->keylen && c->key_required[p] ? "true" : "false");
+        srv_buf_printf(b, "%s\"%s\": %s", p ? ", " : "", PROTO_NAME(p), S->keylen && c->key_required[p] ? "true" : "false");
     static const char *const sched[] = {"linear", "zeros", "ones", "exp"};
     srv_buf_printf(b, "}, \"replan_steps\": %d, \"replan_rtc\": {\"schedule\": \"%s\", \"execution_horizon\": %d, "
                    "\"max_guidance_weight\": %g, \"guidance\": \"%s\"}", c->replan_steps,
@@ -237,10 +177,11 @@ static void config_json(srv *S, srv_buf *b)
                    : MACT_RTC_DEFAULT_EXECUTION_HORIZON, c->replan_rtc.max_guidance_weight > 0 ?
                    (double)c->replan_rtc.max_guidance_weight : (double)MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT,
                    c->replan_rtc.guidance == MACT_RTC_VJP ? "vjp" : "identity");
-    srv_buf_printf(b, ", \"precision\": \"%s\", \"norm_tag\": \"%s\", \"keys\": {", mact_precision_str(S->mi.precision), S->tag_name);
+    srv_buf_printf(b, ", \"precision\": \"%s\", \"norm_tag\": \"%s\", \"keys\": {", mact_precision_str(S->st.mi.precision),
+                   tag_name(&S->st));
     for (int p = 0; p < SRV_NPROTO; p++) {
         const srv_keys *k = &c->keys[p];
-        srv_buf_printf(b, "%s\"%s\": {\"cameras\": [", p ? ", " : "", PROTO_NAME[p]);
+        srv_buf_printf(b, "%s\"%s\": {\"cameras\": [", p ? ", " : "", PROTO_NAME(p));
         for (int i = 0; i < k->n_cams; i++) srv_buf_printf(b, "%s\"%s\"", i ? ", " : "", k->cams[i]);
         srv_buf_printf(b, "], \"state\": \"%s\", \"task\": \"%s\"}", k->state, k->task);
     }
@@ -251,7 +192,9 @@ static void config_json(srv *S, srv_buf *b)
 static void conn_unref(srv *S, srv_conn *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1) return;
-    free(c->chunk);
+    void (*f)(void *) = srv_protocols[c->proto]->conn_free;
+    if (f) f(c->pstate);
+    else free(c->pstate);
     free(c);
 }
 
@@ -329,13 +272,18 @@ static void conn_send(srv *S, srv_conn *c, srv_out *o)
     if (c->wsi) lws_callback_on_writable(c->wsi);
 }
 
-static void reject_now(srv *S, srv_conn *c, srv_msg *m, int status, const char *oc, const char *text)
+static void count(srv *S, int proto, srv_outcome oc)
 {
-    srv_out *o = srv_error_out(S, c->proto, m ? m->data : NULL, m ? m->len : 0, status, text);
-    conn_send(S, c, o);
     pthread_mutex_lock(&S->mm);
-    S->cnt[c->proto][oc_index(oc)]++;
+    S->cnt[proto][oc]++;
     pthread_mutex_unlock(&S->mm);
+}
+
+static void reject_now(srv *S, srv_conn *c, srv_msg *m, int status, srv_outcome oc, const char *text)
+{
+    srv_out *o = srv_protocols[c->proto]->error_out(&S->st, m ? m->data : NULL, m ? m->len : 0, status, text);
+    conn_send(S, c, o);
+    count(S, c->proto, oc);
     log_line(S, c->proto, c->peer, NULL, oc, 0, 0, 0, m ? srv_now_ms() - m->t_recv : 0, m ? m->len : 0, text);
     msg_free(m);
 }
@@ -343,25 +291,25 @@ static void reject_now(srv *S, srv_conn *c, srv_msg *m, int status, const char *
 static void dispatch(srv *S, srv_conn *c, srv_msg *m)
 {
     if (c->inflight) {
-        if (c->n_backlog >= 8) { reject_now(S, c, m, 429, "busy", "busy: more than 8 messages waiting on this connection"); return; }
+        if (c->n_backlog >= 8) { reject_now(S, c, m, 429, SRV_OC_BUSY, "busy: more than 8 messages waiting on this connection"); return; }
         if (c->backlog_tail) c->backlog_tail->next = m;
         else c->backlog = m;
         c->backlog_tail = m;
         c->n_backlog++;
         return;
     }
-    if (atomic_load(&S->draining)) { reject_now(S, c, m, 503, "busy", "busy: the server is shutting down"); return; }
-    if (!atomic_load(&S->ready)) { reject_now(S, c, m, 503, "busy", "busy: the model is still loading"); return; }
+    if (atomic_load(&S->draining)) { reject_now(S, c, m, 503, SRV_OC_BUSY, "busy: the server is shutting down"); return; }
+    if (!atomic_load(&S->ready)) { reject_now(S, c, m, 503, SRV_OC_BUSY, "busy: the model is still loading"); return; }
     srv_job *j = calloc(1, sizeof *j);
-    if (!j) { reject_now(S, c, m, 500, "error", "out of memory"); return; }
+    if (!j) { reject_now(S, c, m, 500, SRV_OC_ERROR, "out of memory"); return; }
     j->conn = c;
     j->msg = m;
     j->t_enq = srv_now_ms();
     pthread_mutex_lock(&S->qm);
-    if (S->qlen >= S->c.queue_cap) {
+    if (S->qlen >= S->st.c.queue_cap) {
         pthread_mutex_unlock(&S->qm);
         free(j);
-        reject_now(S, c, m, 503, "busy", "busy: the request queue is full");
+        reject_now(S, c, m, 503, SRV_OC_BUSY, "busy: the request queue is full");
         return;
     }
     atomic_fetch_add(&c->refs, 1);
@@ -390,7 +338,7 @@ static void drain_done(srv *S)
             if (o) c->n_requests++;
             c->inflight = 0;
             conn_send(S, c, o);
-            if (c->proto == SRV_OPENPI) atomic_store(&c->prev_total_us, (long long)((srv_now_ms() - j->msg->t_recv) * 1000));
+            atomic_store(&c->prev_total_us, (long long)((srv_now_ms() - j->msg->t_recv) * 1000));
             if (c->backlog && !c->closing) {
                 srv_msg *m = c->backlog;
                 c->backlog = m->next;
@@ -410,7 +358,8 @@ static void drain_done(srv *S)
 }
 
 /* ---- workers ---- */
-int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err, size_t el)
+srv_outcome srv_predict(const srv_state *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err,
+                        size_t el)
 {
     mact_frame fr[SRV_MAX_CAMS];
     for (int i = 0; i < r->n_img; i++) fr[i] = (mact_frame){r->img[i].data, (int)r->img[i].height, (int)r->img[i].width};
@@ -432,17 +381,16 @@ int srv_predict(srv *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv
     j->did_infer = 1;
     if (rc) {
         /* UNSUPPORTED from mact_predict: a request option this build lacks (RTC guidance vjp), the client's to drop */
-        snprintf(err, el, "%s%s", rc == MACT_ERR_INPUT || rc == MACT_ERR_UNSUPPORTED ? "" : "internal: ",
-                 mact_session_error(w->s));
-        return -1;
+        snprintf(err, el, "%s", mact_session_error(w->s));
+        return rc == MACT_ERR_INPUT || rc == MACT_ERR_UNSUPPORTED ? SRV_OC_BAD : SRV_OC_ERROR;
     }
     j->timings = out->timings;
     for (size_t i = 0; i < out->n_steps * out->action_dim; i++)
         if (!isfinite(out->actions[i])) {
-            snprintf(err, el, "internal: non-finite action at row %zu, dim %zu (not sent)", i / out->action_dim, i % out->action_dim);
-            return -1;
+            snprintf(err, el, "non-finite action at row %zu, dim %zu (not sent)", i / out->action_dim, i % out->action_dim);
+            return SRV_OC_ERROR;
         }
-    return 0;
+    return SRV_OC_OK;
 }
 
 typedef struct { srv *S; int index; } worker_arg;
@@ -464,26 +412,25 @@ static void *worker_main(void *arg)
         j->next = NULL;
         j->t_start = srv_now_ms();
         srv_conn *c = j->conn;
-        if (atomic_load(&c->closed)) j->outcome = "dropped";
-        else if (S->c.deadline_ms > 0 && j->t_start - j->t_enq > S->c.deadline_ms) {
+        const srv_protocol *pr = srv_protocols[c->proto];
+        j->outcome = SRV_OC_ERROR;   /* a handler that returns without saying */
+        if (atomic_load(&c->closed)) j->outcome = SRV_OC_DROPPED;
+        else if (S->st.c.deadline_ms > 0 && j->t_start - j->t_enq > S->st.c.deadline_ms) {
             char t[128];
-            snprintf(t, sizeof t, "deadline exceeded: queued %.0f ms (limit %d ms)", j->t_start - j->t_enq, S->c.deadline_ms);
-            srv_job_push(j, srv_error_out(S, c->proto, j->msg->data, j->msg->len, 503, t));
+            snprintf(t, sizeof t, "deadline exceeded: queued %.0f ms (limit %d ms)", j->t_start - j->t_enq, S->st.c.deadline_ms);
+            srv_job_push(j, pr->error_out(&S->st, j->msg->data, j->msg->len, 503, t));
             snprintf(j->detail, sizeof j->detail, "%s", t);
-            j->outcome = "deadline";
-        } else if (c->proto == SRV_OPENPI) srv_handle_openpi(S, w, j);
-        else if (c->proto == SRV_ACT) srv_handle_act(S, w, j);
-        else srv_handle_vla(S, w, j);
+            j->outcome = SRV_OC_DEADLINE;
+        } else pr->handle(&S->st, w, j);
         j->t_done = srv_now_ms();
-        if (!j->outcome) j->outcome = "error";
         double total = j->t_done - j->msg->t_recv, qms = j->t_start - j->t_enq;
         pthread_mutex_lock(&S->mm);
-        S->cnt[c->proto][oc_index(j->outcome)]++;
-        if (strcmp(j->outcome, "control")) {
-            observe(S, H_REQ_OPENPI + c->proto, total);
+        S->cnt[c->proto][j->outcome]++;
+        if (j->outcome != SRV_OC_CONTROL) {
+            observe(S, H_REQ + c->proto, total);
             observe(S, H_QUEUE, qms);
         }
-        if (j->did_infer && !strcmp(j->outcome, "ok")) {
+        if (j->did_infer && j->outcome == SRV_OC_OK) {
             observe(S, H_PRE, j->timings.preprocess_ms);
             observe(S, H_VISION, j->timings.vision_ms);
             observe(S, H_LLM, j->timings.llm_ms);
@@ -492,7 +439,7 @@ static void *worker_main(void *arg)
             observe(S, H_OVERHEAD, total - j->infer_ms > 0 ? total - j->infer_ms : 0);
         }
         pthread_mutex_unlock(&S->mm);
-        if (strcmp(j->outcome, "control") || j->detail[0] == 0 || strstr(j->detail, "hello"))
+        if (j->outcome != SRV_OC_CONTROL || j->detail[0] == 0 || strstr(j->detail, "hello"))
             log_line(S, c->proto, c->peer, j->id, j->outcome, qms, j->decode_ms, j->infer_ms, total, j->msg->len, j->detail);
         pthread_mutex_lock(&S->dm);
         if (S->dtail) S->dtail->next = j;
@@ -518,29 +465,37 @@ static char *read_text(const char *path, size_t max)
 
 static void *loader_main(void *arg)
 {
-    srv *S = arg;
+    srv *SV = arg;
+    srv_state *S = &SV->st;   /* written here, before `ready`; read-only after */
+    int nw = SV->nw;
     char err[1024];
     mact_load_options lo = {.precision = S->c.precision, .pack_cache_dir = S->c.pack_cache};
     if (mact_model_load(S->c.model_dir, &lo, &S->m, err, sizeof err)) goto fail;
     mact_model_get_info(S->m, &S->mi);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/norm_stats.json", S->c.model_dir);
-    char *txt = read_text(path, 16 << 20);
-    S->ns = calloc(1, sizeof *S->ns);
-    if (!txt || !S->ns || mact_norm_stats_parse(txt, S->ns, err, sizeof err)) {
-        if (!txt) snprintf(err, sizeof err, "%.900s: cannot read (the server needs norm stats)", path);
-        free(txt);
+    /* the default tag as mact_predict reads it (the model parsed norm_stats.json at load) */
+    size_t nt = mact_model_num_norm_tags(S->m);
+    if (!nt) {
+        snprintf(err, sizeof err, "%.900s/norm_stats.json: missing or without tags (the server needs norm stats)",
+                 S->c.model_dir);
         goto fail;
     }
-    free(txt);
-    const mact_norm_tag *tag = mact_norm_find_tag(S->ns, S->c.norm_tag, err, sizeof err);
-    if (!tag && S->c.norm_tag) goto fail;
-    if (!tag) tag = &S->ns->tags[0];
-    S->state_dim = tag->state.dim;
-    S->n_cameras = tag->n_cameras;
-    snprintf(S->tag_name, sizeof S->tag_name, "%s", tag->name);
+    size_t ti = 0;
+    if (S->c.norm_tag) {
+        mact_norm_tag_info t;
+        while (ti < nt && !(mact_model_norm_tag(S->m, ti, &t) == MACT_OK && !strcmp(t.name, S->c.norm_tag))) ti++;
+        if (ti == nt) {
+            size_t o = (size_t)snprintf(err, sizeof err, "unknown norm tag \"%.200s\"; valid tags:", S->c.norm_tag);
+            for (size_t k = 0; k < nt && o < sizeof err; k++)
+                if (mact_model_norm_tag(S->m, k, &t) == MACT_OK) o += (size_t)snprintf(err + o, sizeof err - o, " %s", t.name);
+            goto fail;
+        }
+    }
+    mact_model_norm_tag(S->m, ti, &S->tag);
+    S->state_dim = S->tag.state_dim;
+    S->n_cameras = S->tag.n_cameras;
+    S->workers = nw;
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    int tpw = S->c.threads_per_worker > 0 ? S->c.threads_per_worker : (ncpu / S->nw > 0 ? ncpu / S->nw : 1);
+    int tpw = S->c.threads_per_worker > 0 ? S->c.threads_per_worker : (ncpu / nw > 0 ? ncpu / nw : 1);
     int ncam = 1;
     for (int p = 0; p < SRV_NPROTO; p++) if (S->c.port[p] && S->c.keys[p].n_cams > ncam) ncam = S->c.keys[p].n_cams;
     if (S->n_cameras > 0 && S->n_cameras <= SRV_MAX_CAMS) ncam = S->n_cameras;
@@ -549,8 +504,8 @@ static void *loader_main(void *arg)
     float *st = calloc(MACT_NORM_MAX_DIM, sizeof(float));
     if (!gray || !st) { free(gray); free(st); snprintf(err, sizeof err, "out of memory"); goto fail; }
     memset(gray, 128, (size_t)hh * ww * 3);
-    for (int i = 0; i < S->nw; i++) {
-        srv_worker *w = &S->w[i];
+    for (int i = 0; i < nw; i++) {
+        srv_worker *w = &SV->w[i];
         mact_session_options so = {.n_threads = tpw, .max_images = (size_t)S->c.max_images};
         if (mact_session_new(S->m, &so, &w->s, err, sizeof err)) { free(gray); free(st); goto fail; }
         w->cap = (size_t)S->mi.max_action_horizon * S->mi.max_action_dim;
@@ -560,7 +515,7 @@ static void *loader_main(void *arg)
         for (int k = 0; k < ncam; k++) fr[k] = (mact_frame){gray, hh, ww};
         mact_predict_input in = {.frames = fr, .n_frames = (size_t)ncam, .task = "warm up", .state = st,
                                  .state_dim = (size_t)S->state_dim};
-        in.options.norm_tag = tag->name;
+        in.options.norm_tag = S->tag.name;
         mact_predict_output out = {.actions = w->actions, .actions_cap = w->cap};
         if (!w->actions || mact_predict(w->s, &in, &out)) {
             snprintf(err, sizeof err, "warm-up inference: %s", w->actions ? mact_session_error(w->s) : "out of memory");
@@ -571,31 +526,31 @@ static void *loader_main(void *arg)
     }
     free(gray);
     free(st);
-    for (int i = 0; i < S->nw; i++) {
+    for (int i = 0; i < nw; i++) {
         worker_arg *a = malloc(sizeof *a);
         if (!a) { snprintf(err, sizeof err, "out of memory"); goto fail; }
-        a->S = S;
+        a->S = SV;
         a->index = i;
-        if (pthread_create(&S->wt[i], NULL, worker_main, a)) { free(a); snprintf(err, sizeof err, "pthread_create failed"); goto fail; }
-        S->nw_started++;
+        if (pthread_create(&SV->wt[i], NULL, worker_main, a)) { free(a); snprintf(err, sizeof err, "pthread_create failed"); goto fail; }
+        SV->nw_started++;
     }
-    S->cold_start_ms = srv_now_ms() - S->t0;
-    atomic_store(&S->ready, 1);
-    fprintf(stderr, "mact serve: ready in %.0f ms (%d worker%s x %d threads, tag %s, %s)\n", S->cold_start_ms, S->nw,
-            S->nw > 1 ? "s" : "", tpw, S->tag_name, mact_precision_str(S->mi.precision));
-    lws_cancel_service(S->ctx);
+    SV->cold_start_ms = srv_now_ms() - SV->t0;
+    atomic_store(&SV->ready, 1);
+    fprintf(stderr, "mact serve: ready in %.0f ms (%d worker%s x %d threads, tag %s, %s)\n", SV->cold_start_ms, nw,
+            nw > 1 ? "s" : "", tpw, S->tag.name, mact_precision_str(S->mi.precision));
+    lws_cancel_service(SV->ctx);
     return NULL;
 fail:
     fprintf(stderr, "mact serve: %s\n", err);
-    atomic_store(&S->load_failed, 1);
-    lws_cancel_service(S->ctx);
+    atomic_store(&SV->load_failed, 1);
+    lws_cancel_service(SV->ctx);
     return NULL;
 }
 
 /* ---- HTTP and WebSocket ---- */
 static int auth_ok(srv *S, struct lws *wsi, int proto)
 {
-    if (!S->keylen || !S->c.key_required[proto]) return 1;
+    if (!S->keylen || !S->st.c.key_required[proto]) return 1;
     char h[600];
     int n = lws_hdr_copy(wsi, h, sizeof h, WSI_TOKEN_HTTP_AUTHORIZATION);
     if (n <= 0) return 0;
@@ -734,19 +689,18 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
         free(b.buf);
         return 0;
     }
-    if (proto == SRV_ACT && !strcmp(path, "/act") && (is_get || c->http_post)) {
+    const srv_protocol *pr = srv_protocols[proto];
+    if (pr->transport == SRV_HTTP && pr->route && !strcmp(path, pr->route) && (is_get || c->http_post)) {
         if (!auth_ok(S, wsi, proto)) {
-            pthread_mutex_lock(&S->mm);
-            S->cnt[proto][OC_UNAUTH]++;
-            pthread_mutex_unlock(&S->mm);
-            log_line(S, proto, c->peer, NULL, "unauthorized", 0, 0, 0, 0, 0, "missing or wrong API key");
+            count(S, proto, SRV_OC_UNAUTH);
+            log_line(S, proto, c->peer, NULL, SRV_OC_UNAUTH, 0, 0, 0, 0, 0, "missing or wrong API key");
             http_reply(S, c, 401, "application/json", "{\"error\": \"unauthorized: send Authorization: Api-Key <key> or Bearer <key>\"}\n", c->http_post);
             if (c->http_post) c->http_oversize = 1;
             return 0;
         }
         if (is_get) {
             srv_buf b = {0};
-            srv_identity_json(S, &b);
+            srv_identity_json(&S->st, atomic_load(&S->ready), &b);
             conn_send(S, c, srv_http_out(200, "application/json", (const char *)srv_buf_data(&b), b.len));
             free(b.buf);
             return 0;
@@ -759,18 +713,16 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
         }
         char *e;
         unsigned long long n = strtoull(cl, &e, 10);
-        if (*e || n > S->c.max_message) {
+        if (*e || n > S->st.c.max_message) {
             char t[160];
-            snprintf(t, sizeof t, "{\"error\": \"body of %s bytes exceeds the limit of %zu\"}\n", cl, S->c.max_message);
+            snprintf(t, sizeof t, "{\"error\": \"body of %s bytes exceeds the limit of %zu\"}\n", cl, S->st.c.max_message);
             http_reply(S, c, 413, "application/json", t, 1);
             c->http_oversize = 1;
-            pthread_mutex_lock(&S->mm);
-            S->cnt[proto][OC_BAD]++;
-            pthread_mutex_unlock(&S->mm);
-            log_line(S, proto, c->peer, NULL, "bad_request", 0, 0, 0, 0, (size_t)n, "body over the size limit");
+            count(S, proto, SRV_OC_BAD);
+            log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, (size_t)n, "body over the size limit");
             return 0;
         }
-        lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, S->c.idle_timeout_s);
+        lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, S->st.c.idle_timeout_s);
         return 0;  /* the body follows: LWS_CALLBACK_HTTP_BODY */
     }
     if (c->http_post) c->http_oversize = 1;
@@ -807,7 +759,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         return on_http(S, proto, wsi, pss, in);
     case LWS_CALLBACK_HTTP_BODY:
         if (!pss || !pss->conn || pss->conn->http_oversize) return 0;
-        if (pss->conn->rx_len + len > S->c.max_message) {
+        if (pss->conn->rx_len + len > S->st.c.max_message) {
             pss->conn->http_oversize = 1;
             http_reply(S, pss->conn, 413, "application/json", "{\"error\": \"body exceeds the size limit\"}\n", 1);
             return 0;
@@ -834,12 +786,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (pss) conn_close(S, pss);
         return 0;
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-        if (proto == SRV_ACT) return raw_status(wsi, "400 Bad Request", "the /act port speaks HTTP only");
+        if (srv_protocols[proto]->transport != SRV_WS) {
+            char t[96];
+            snprintf(t, sizeof t, "the %s port speaks HTTP only", srv_protocols[proto]->name);
+            return raw_status(wsi, "400 Bad Request", t);
+        }
         if (!auth_ok(S, wsi, proto)) {
-            pthread_mutex_lock(&S->mm);
-            S->cnt[proto][OC_UNAUTH]++;
-            pthread_mutex_unlock(&S->mm);
-            log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, "unauthorized", 0, 0, 0, 0, 0, "missing or wrong API key");
+            count(S, proto, SRV_OC_UNAUTH);
+            log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, SRV_OC_UNAUTH, 0, 0, 0, 0, 0, "missing or wrong API key");
             return raw_status(wsi, "401 Unauthorized", "unauthorized: send Authorization: Api-Key <key> or Bearer <key>");
         }
         if (atomic_load(&S->draining)) return raw_status(wsi, "503 Service Unavailable", "shutting down");
@@ -848,7 +802,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (pss->conn) conn_close(S, pss);
         if (!(pss->conn = conn_new(S, wsi, proto))) return -1;
         pss->conn->is_ws = 1;
-        if (proto == SRV_OPENPI) conn_send(S, pss->conn, srv_openpi_metadata(S));
+        if (srv_protocols[proto]->on_open) conn_send(S, pss->conn, srv_protocols[proto]->on_open(&S->st));
         return 0;
     }
     case LWS_CALLBACK_RECEIVE: {
@@ -858,18 +812,17 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         size_t rem = lws_remaining_packet_payload(wsi);
         int final = lws_is_final_fragment(wsi);
         if (!c->rx_active) { c->rx_active = 1; c->rx_len = 0; c->rx_binary = lws_frame_is_binary(wsi); }
-        if (c->rx_len + len + rem > S->c.max_message) {
+        if (c->rx_len + len + rem > S->st.c.max_message) {
             char t[160];
-            snprintf(t, sizeof t, "message of at least %zu bytes exceeds the limit of %zu", c->rx_len + len + rem, S->c.max_message);
-            srv_out *o = srv_error_out(S, proto, NULL, 0, 413, t);
-            if (o && proto == SRV_VLA) { o->close_after = 1; o->close_code = 1009; }
+            snprintf(t, sizeof t, "message of at least %zu bytes exceeds the limit of %zu", c->rx_len + len + rem, S->st.c.max_message);
+            const srv_protocol *pr = srv_protocols[proto];
+            srv_out *o = pr->error_out(&S->st, NULL, 0, 413, t);
+            if (o && pr->close_code_oversize) { o->close_after = 1; o->close_code = pr->close_code_oversize; }
             rx_reset(c);
             conn_send(S, c, o);
             c->closing = 1;
-            pthread_mutex_lock(&S->mm);
-            S->cnt[proto][OC_BAD]++;
-            pthread_mutex_unlock(&S->mm);
-            log_line(S, proto, c->peer, NULL, "bad_request", 0, 0, 0, 0, c->rx_len + len + rem, t);
+            count(S, proto, SRV_OC_BAD);
+            log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, c->rx_len + len + rem, t);
             return 0;
         }
         if (rx_append(c, in, len, len + rem)) return -1;
@@ -879,7 +832,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             if (!m) return -1;
             dispatch(S, c, m);
         } else {
-            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, S->c.idle_timeout_s);
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, S->st.c.idle_timeout_s);
         }
         return 0;
     }
@@ -920,7 +873,7 @@ int srv_run(const srv_config *cfg)
 {
     srv *S = calloc(1, sizeof *S);
     if (!S) return 1;
-    S->c = *cfg;
+    S->st.c = *cfg;
     S->t0 = srv_now_ms();
     S->nw = cfg->workers > 0 ? cfg->workers : 1;
     S->w = calloc((size_t)S->nw, sizeof *S->w);
@@ -958,7 +911,7 @@ int srv_run(const srv_config *cfg)
     for (int p = 0; p < SRV_NPROTO; p++) {
         if (!cfg->port[p]) continue;
         S->pctx[p] = (proto_ctx){S, p};
-        S->protos[p][0] = (struct lws_protocols){.name = PROTO_NAME[p], .callback = callback,
+        S->protos[p][0] = (struct lws_protocols){.name = PROTO_NAME(p), .callback = callback,
                                                  .per_session_data_size = sizeof(pss_t), .rx_buffer_size = 65536,
                                                  .user = &S->pctx[p]};
         memset(&S->protos[p][1], 0, sizeof S->protos[p][1]);
@@ -967,15 +920,15 @@ int srv_run(const srv_config *cfg)
         vi.port = cfg->port[p];
         vi.iface = cfg->host;
         vi.protocols = S->protos[p];
-        vi.vhost_name = PROTO_NAME[p];
+        vi.vhost_name = PROTO_NAME(p);
         vi.timeout_secs = (unsigned)cfg->idle_timeout_s;
         vi.options = LWS_SERVER_OPTION_DISABLE_IPV6;
         if (!lws_create_vhost(S->ctx, &vi)) {
-            fprintf(stderr, "mact serve: cannot listen on %s:%d (%s)\n", cfg->host, cfg->port[p], PROTO_NAME[p]);
+            fprintf(stderr, "mact serve: cannot listen on %s:%d (%s)\n", cfg->host, cfg->port[p], PROTO_NAME(p));
             lws_context_destroy(S->ctx);
             return 1;
         }
-        fprintf(stderr, "mact serve: %s on %s:%d\n", PROTO_NAME[p], cfg->host, cfg->port[p]);
+        fprintf(stderr, "mact serve: %s on %s:%d\n", PROTO_NAME(p), cfg->host, cfg->port[p]);
     }
     pthread_t loader, sigt;
     sig_arg sa = {S, set};
@@ -1018,8 +971,7 @@ int srv_run(const srv_config *cfg)
         if (S->w[i].s) mact_session_free(S->w[i].s);
         free(S->w[i].actions);
     }
-    if (S->m) mact_model_free(S->m);
-    free(S->ns);
+    if (S->st.m) mact_model_free(S->st.m);
     free(S->w);
     free(S->wt);
     fprintf(stderr, "mact serve: exit %d\n", rc);

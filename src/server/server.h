@@ -57,6 +57,11 @@ typedef struct {
 } srv_config;
 
 void srv_config_defaults(srv_config *c);
+/* The protocol table's names: p's name ("openpi"; its port flag is --NAME) and observation-key flag prefix
+ * ("openpi": --openpi-images ...); NULL out of range. srv_protocol_find: the index of a name, -1 if none. */
+const char *srv_protocol_name(int p);
+const char *srv_protocol_key_flag(int p);
+int srv_protocol_find(const char *name, size_t n);
 /* Parses "a,b,c" into keys->cams; 0 or -1 when there are too many or one is too long. */
 int srv_keys_set_cams(srv_keys *k, const char *list);
 /* Loads the model, serves until SIGTERM/SIGINT, drains; returns the process exit status. */

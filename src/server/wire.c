@@ -653,7 +653,7 @@ int srv_req_options(srv_req *r, srv_arr *seed, srv_arr *noise, srv_arr *steps, s
     if (noise) {
         if (noise->count == 0 || noise->count > (1u << 24)) FAIL("noise: bad size");
         r->noise = malloc(noise->count * sizeof(float));
-        if (!r->noise) FAIL("out of memory");
+        if (!r->noise) { snprintf(err, el, "out of memory"); return SRV_EINTERNAL; }
         for (size_t i = 0; i < noise->count; i++) {
             double x = srv_arr_get(noise, i);
             if (!isfinite(x)) FAIL("noise[%zu] is not finite", i);
