@@ -163,6 +163,7 @@ typedef struct srv_job {
     double infer_ms, decode_ms;   /* decode: from the worker's start to mact_predict */
     mact_timings timings;
     int did_infer;
+    int sync, sync_done;       /* srv_run_sync's: the caller waits for it instead of the event loop */
     char id[128];
     char detail[200];
 } srv_job;
@@ -175,7 +176,10 @@ typedef struct {
 } srv_worker;
 
 /* ---- a protocol: what the event loop and the workers need of it ---- */
-typedef enum { SRV_WS, SRV_HTTP } srv_transport;
+/* SRV_OWN: the protocol runs its own listener (gRPC) through start / stop and hands each request to a worker
+ * with srv_run_sync */
+typedef enum { SRV_WS, SRV_HTTP, SRV_OWN } srv_transport;
+typedef struct srv srv;
 typedef struct {
     const char *name;          /* metrics label, log lines, /config; its port flag is --NAME */
     const char *key_flag;      /* observation-key flags: --KEY_FLAG-images / -state / -task */
@@ -189,6 +193,10 @@ typedef struct {
     srv_out *(*on_open)(const srv_state *S);   /* SRV_WS: the first frame after the upgrade; NULL: none */
     void (*conn_free)(void *pstate);           /* NULL: free() */
     int close_code_oversize;                   /* SRV_WS: close code after an oversized message; 0: keep open */
+    /* SRV_OWN: listen on port (called before the model loads; requests wait for srv_is_ready); stop: after the
+     * drain, before the workers stop: every call in flight answered, nothing of it left */
+    int (*start)(srv *S, int port, char *err, size_t el);
+    void (*stop)(srv *S);
 } srv_protocol;
 extern const srv_protocol *const srv_protocols[SRV_NPROTO];
 extern const srv_protocol srv_proto_openpi, srv_proto_act, srv_proto_vla;
@@ -216,6 +224,26 @@ int srv_mp_request(const srv_state *S, int proto, const msgpack_object *obs, srv
 int srv_mp_unpack(const srv_state *S, srv_job *j, msgpack_unpacked *u, char *err, size_t el);
 /* the outcome of a failed decode (rc -1 or SRV_EINTERNAL) */
 static inline srv_outcome srv_decode_outcome(int rc) { return rc == SRV_EINTERNAL ? SRV_OC_ERROR : SRV_OC_BAD; }
+
+/* ---- the server, for protocols with their own transport (server.c) ---- */
+const srv_state *srv_get_state(const srv *S);   /* read-only; complete once srv_is_ready */
+int srv_is_ready(const srv *S);                   /* loaded and not draining */
+int srv_is_draining(const srv *S);
+/* the API key check for proto (1 when no key is configured or proto does not require one); constant time */
+int srv_key_ok(const srv *S, int proto, const char *key, size_t kl);
+/* A connection for a client of proto (peer: its address, for the log); released when the client is gone (its
+ * pstate is freed by the protocol's conn_free once no job holds it). */
+srv_conn *srv_conn_open(srv *S, int proto, const char *peer);
+void srv_conn_release(srv *S, srv_conn *c);
+/* counts an outcome decided outside a worker (refused before queueing) and logs it */
+void srv_record(srv *S, int proto, const char *peer, srv_outcome oc, size_t bytes, const char *detail);
+/* Runs the message data[0..len) (taken: freed here) on a worker as a request of c (its protocol's handle, the
+ * queue, deadline, metrics and log as for every protocol) and waits for it. Returns the replies (free with
+ * srv_out_free; NULL when none) and the outcome; when the queue is full, the server draining or not ready:
+ * NULL, SRV_OC_BUSY, why. */
+srv_out *srv_run_sync(srv *S, srv_conn *c, uint8_t *data, size_t len, double t_recv, srv_outcome *oc, char *why,
+                      size_t wl);
+void srv_out_free(srv_out *o);
 
 /* ---- from the server (server.c; the fuzz targets stub them) ---- */
 /* Runs mact_predict for r; fills out. SRV_OC_OK, or SRV_OC_BAD (the client's input: mact_predict's

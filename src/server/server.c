@@ -28,7 +28,6 @@ static const char *const H_NAME[H_N - H_QUEUE] = {
 
 typedef struct { uint64_t n[NB + 1]; double sum; uint64_t count; } histo;
 
-typedef struct srv srv;
 typedef struct { srv *S; int proto; } proto_ctx;
 typedef struct { srv_conn *conn; } pss_t;
 
@@ -46,6 +45,8 @@ struct srv {
     int qlen, stop_workers;
     pthread_mutex_t dm;
     srv_job *dhead, *dtail;
+    pthread_mutex_t sm;        /* srv_run_sync's jobs: done flags */
+    pthread_cond_t sc;
     atomic_int ready, draining, load_failed, exiting;
     atomic_int jobs_live, outs_pending, conns;
     srv_conn *all;  /* open connections: freed after lws_context_destroy if lws did not close them */
@@ -56,6 +57,7 @@ struct srv {
     uint64_t cnt[SRV_NPROTO][SRV_OC_N];
     histo h[H_N];
     uint64_t dropped_conns;
+    int own_started[SRV_NPROTO];
 };
 
 double srv_now_ms(void)
@@ -288,6 +290,26 @@ static void reject_now(srv *S, srv_conn *c, srv_msg *m, int status, srv_outcome 
     msg_free(m);
 }
 
+/* j (conn and msg set) onto the worker queue; -1 when the queue is full (nothing taken) */
+static int enqueue(srv *S, srv_job *j)
+{
+    j->t_enq = srv_now_ms();
+    pthread_mutex_lock(&S->qm);
+    if (S->qlen >= S->st.c.queue_cap) {
+        pthread_mutex_unlock(&S->qm);
+        return -1;
+    }
+    atomic_fetch_add(&j->conn->refs, 1);
+    atomic_fetch_add(&S->jobs_live, 1);
+    if (S->qtail) S->qtail->next = j;
+    else S->qhead = j;
+    S->qtail = j;
+    S->qlen++;
+    pthread_cond_signal(&S->qc);
+    pthread_mutex_unlock(&S->qm);
+    return 0;
+}
+
 static void dispatch(srv *S, srv_conn *c, srv_msg *m)
 {
     if (c->inflight) {
@@ -304,22 +326,11 @@ static void dispatch(srv *S, srv_conn *c, srv_msg *m)
     if (!j) { reject_now(S, c, m, 500, SRV_OC_ERROR, "out of memory"); return; }
     j->conn = c;
     j->msg = m;
-    j->t_enq = srv_now_ms();
-    pthread_mutex_lock(&S->qm);
-    if (S->qlen >= S->st.c.queue_cap) {
-        pthread_mutex_unlock(&S->qm);
+    if (enqueue(S, j)) {
         free(j);
         reject_now(S, c, m, 503, SRV_OC_BUSY, "busy: the request queue is full");
         return;
     }
-    atomic_fetch_add(&c->refs, 1);
-    atomic_fetch_add(&S->jobs_live, 1);
-    if (S->qtail) S->qtail->next = j;
-    else S->qhead = j;
-    S->qtail = j;
-    S->qlen++;
-    pthread_cond_signal(&S->qc);
-    pthread_mutex_unlock(&S->qm);
     c->inflight = 1;
 }
 
@@ -441,6 +452,13 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&S->mm);
         if (j->outcome != SRV_OC_CONTROL || j->detail[0] == 0 || strstr(j->detail, "hello"))
             log_line(S, c->proto, c->peer, j->id, j->outcome, qms, j->decode_ms, j->infer_ms, total, j->msg->len, j->detail);
+        if (j->sync) {   /* an own-transport protocol's request: its caller waits in srv_run_sync */
+            pthread_mutex_lock(&S->sm);
+            j->sync_done = 1;
+            pthread_cond_broadcast(&S->sc);
+            pthread_mutex_unlock(&S->sm);
+            continue;
+        }
         pthread_mutex_lock(&S->dm);
         if (S->dtail) S->dtail->next = j;
         else S->dhead = j;
@@ -845,6 +863,88 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
+/* ---- protocols with their own transport (SRV_OWN: gRPC) ---- */
+const srv_state *srv_get_state(const srv *S) { return &S->st; }
+int srv_is_ready(const srv *S) { return atomic_load(&S->ready) && !atomic_load(&S->draining); }
+int srv_is_draining(const srv *S) { return atomic_load(&S->draining); }
+int srv_key_ok(const srv *S, int proto, const char *key, size_t kl)
+{
+    if (!S->keylen || !S->st.c.key_required[proto]) return 1;
+    if (!key) return 0;
+    /* constant time in the key: every byte of the configured key is compared whatever the input */
+    volatile unsigned char d = (unsigned char)(kl != S->keylen);
+    for (size_t i = 0; i < S->keylen; i++) d |= (unsigned char)(S->key[i] ^ (i < kl ? key[i] : 0));
+    return d == 0;
+}
+
+srv_conn *srv_conn_open(srv *S, int proto, const char *peer)
+{
+    srv_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->proto = proto;
+    atomic_init(&c->refs, 1);
+    snprintf(c->peer, sizeof c->peer, "%s", peer ? peer : "-");
+    atomic_fetch_add(&S->conns, 1);
+    return c;
+}
+
+void srv_conn_release(srv *S, srv_conn *c)
+{
+    if (!c) return;
+    atomic_store(&c->closed, 1);
+    atomic_fetch_sub(&S->conns, 1);
+    conn_unref(S, c);
+}
+
+void srv_record(srv *S, int proto, const char *peer, srv_outcome oc, size_t bytes, const char *detail)
+{
+    count(S, proto, oc);
+    log_line(S, proto, peer, NULL, oc, 0, 0, 0, 0, bytes, detail);
+}
+
+srv_out *srv_run_sync(srv *S, srv_conn *c, uint8_t *data, size_t len, double t_recv, srv_outcome *oc, char *why,
+                      size_t wl)
+{
+    srv_msg *m = calloc(1, sizeof *m);
+    srv_job *j = calloc(1, sizeof *j);
+    if (!m || !j) {
+        free(m); free(j); free(data);
+        *oc = SRV_OC_ERROR;
+        snprintf(why, wl, "out of memory");
+        return NULL;
+    }
+    m->data = data;
+    m->len = len;
+    m->binary = 1;
+    m->t_recv = t_recv;
+    j->conn = c;
+    j->msg = m;
+    j->sync = 1;
+    const char *busy = atomic_load(&S->draining) ? "busy: the server is shutting down"
+                       : !atomic_load(&S->ready) ? "busy: the model is still loading" : NULL;
+    if (busy || enqueue(S, j)) {
+        snprintf(why, wl, "%s", busy ? busy : "busy: the request queue is full");
+        srv_record(S, c->proto, c->peer, SRV_OC_BUSY, len, why);
+        *oc = SRV_OC_BUSY;
+        msg_free(m);
+        free(j);
+        return NULL;
+    }
+    pthread_mutex_lock(&S->sm);
+    while (!j->sync_done) pthread_cond_wait(&S->sc, &S->sm);
+    pthread_mutex_unlock(&S->sm);
+    srv_out *o = j->out;
+    *oc = j->outcome;
+    snprintf(why, wl, "%s", j->detail);
+    msg_free(m);
+    conn_unref(S, c);
+    free(j);
+    atomic_fetch_sub(&S->jobs_live, 1);
+    return o;
+}
+
+void srv_out_free(srv_out *o) { out_free(o); }
+
 /* ---- signals and the main loop ---- */
 typedef struct { srv *S; sigset_t set; } sig_arg;
 
@@ -869,6 +969,13 @@ static void lws_log_quiet(int level, const char *line)
     if (level & LLL_ERR) fprintf(stderr, "lws: %s", line);
 }
 
+/* stops the own-transport protocols started so far (below index `upto`) */
+static void stop_own(srv *S, int upto)
+{
+    for (int p = 0; p < upto; p++)
+        if (S->own_started[p]) { srv_protocols[p]->stop(S); S->own_started[p] = 0; }
+}
+
 int srv_run(const srv_config *cfg)
 {
     srv *S = calloc(1, sizeof *S);
@@ -881,6 +988,8 @@ int srv_run(const srv_config *cfg)
     pthread_mutex_init(&S->qm, NULL);
     pthread_cond_init(&S->qc, NULL);
     pthread_mutex_init(&S->dm, NULL);
+    pthread_mutex_init(&S->sm, NULL);
+    pthread_cond_init(&S->sc, NULL);
     pthread_mutex_init(&S->mm, NULL);
     int rc = 1;
     if (cfg->api_key_file) {
@@ -910,6 +1019,18 @@ int srv_run(const srv_config *cfg)
     if (!S->ctx) { fprintf(stderr, "mact serve: lws_create_context failed\n"); return 1; }
     for (int p = 0; p < SRV_NPROTO; p++) {
         if (!cfg->port[p]) continue;
+        if (srv_protocols[p]->transport == SRV_OWN) {
+            char err[512];
+            if (srv_protocols[p]->start(S, cfg->port[p], err, sizeof err)) {
+                fprintf(stderr, "mact serve: cannot listen on %s:%d (%s): %s\n", cfg->host, cfg->port[p], PROTO_NAME(p), err);
+                stop_own(S, p);
+                lws_context_destroy(S->ctx);
+                return 1;
+            }
+            S->own_started[p] = 1;
+            fprintf(stderr, "mact serve: %s on %s:%d\n", PROTO_NAME(p), cfg->host, cfg->port[p]);
+            continue;
+        }
         S->pctx[p] = (proto_ctx){S, p};
         S->protos[p][0] = (struct lws_protocols){.name = PROTO_NAME(p), .callback = callback,
                                                  .per_session_data_size = sizeof(pss_t), .rx_buffer_size = 65536,
@@ -925,6 +1046,7 @@ int srv_run(const srv_config *cfg)
         vi.options = LWS_SERVER_OPTION_DISABLE_IPV6;
         if (!lws_create_vhost(S->ctx, &vi)) {
             fprintf(stderr, "mact serve: cannot listen on %s:%d (%s)\n", cfg->host, cfg->port[p], PROTO_NAME(p));
+            stop_own(S, SRV_NPROTO);
             lws_context_destroy(S->ctx);
             return 1;
         }
@@ -948,6 +1070,8 @@ int srv_run(const srv_config *cfg)
             }
         }
     }
+    atomic_store(&S->draining, 1);   /* a load failure: own transports refuse from here */
+    stop_own(S, SRV_NPROTO);         /* their calls in flight end while the workers still run */
     pthread_join(loader, NULL);
     pthread_mutex_lock(&S->qm);
     S->stop_workers = 1;
