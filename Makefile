@@ -57,14 +57,18 @@ EXPORT_DEPS := $(if $(ONNX),$(BUILD)/gen/onnx_subset.pb-c.h)
 # the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so. Left out of
 # cross builds (SERVER= ): libwebsockets-dev:arm64 does not co-install with the amd64 package.
 SERVER  ?= $(if $(CROSS),,1)
+# Its LeRobot async-inference transport (src/server/grpc_lerobot*.c, `mact serve --lerobot`) is gRPC (Debian's
+# libgrpc-dev, the C core) with the schema src/server/lerobot_services.proto compiled by protoc-c.
 SERVER_SRC := $(if $(SERVER),$(wildcard src/server/*.c))
-SERVER_OBJ := $(SERVER_SRC:src/%.c=$(BUILD)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:src/%.c=$(BUILD)/obj/%.o) $(if $(SERVER),$(BUILD)/obj/gen/lerobot_services.pb-c.o)
+SERVER_GEN := $(if $(SERVER),$(BUILD)/gen/lerobot_services.pb-c.h)
 SERVER_LIB := $(if $(SERVER),$(BUILD)/libmact_server.a)
-SERVER_LIBS := $(if $(SERVER),-lwebsockets -lmsgpackc)
+GRPC_LIBS := -lgrpc -lgpr -lprotobuf-c
+SERVER_LIBS := $(if $(SERVER),-lwebsockets -lmsgpackc $(GRPC_LIBS))
 TOOLS_SRC := $(if $(SERVER),$(wildcard tools/*.c),$(filter-out tools/serve_cmd.c,$(wildcard tools/*.c)))
 HDRS     := $(wildcard include/*.h src/*/*.h src/*/*/*.h)
 TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool \
-            $(BUILD)/tests/video_tool
+            $(BUILD)/tests/video_tool $(if $(SERVER),$(BUILD)/tests/lr_grpc_echo)
 
 all: $(BUILD)/mact $(BUILD)/libmact.so $(BUILD)/mact.pc $(TESTS)
 
@@ -88,9 +92,20 @@ $(BUILD)/obj/export/%.o: src/export/%.c $(HDRS) $(EXPORT_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(if $(ONNX),,-DMACT_NO_ONNX) -I$(BUILD)/gen -c $< -o $@
 
-$(BUILD)/obj/server/%.o: src/server/%.c $(HDRS)
+$(BUILD)/gen/lerobot_services.pb-c.h: src/server/lerobot_services.proto
+	@mkdir -p $(BUILD)/gen
+	$(PROTOC_C) --c_out=$(BUILD)/gen --proto_path=src/server $<
+
+$(BUILD)/gen/lerobot_services.pb-c.c: $(BUILD)/gen/lerobot_services.pb-c.h
+	@test -f $@ || { rm -f $<; $(MAKE) $<; }
+
+$(BUILD)/obj/gen/lerobot_services.pb-c.o: $(BUILD)/gen/lerobot_services.pb-c.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+$(BUILD)/obj/server/%.o: src/server/%.c $(HDRS) $(SERVER_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/libmact_server.a: $(SERVER_OBJ)
 	@mkdir -p $(dir $@)
@@ -127,6 +142,11 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact_dev.a $(BUILD)/libma
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/c $< $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) $(DEV_LIBS) -o $@
 
+# the LeRobot gRPC transport alone, with recording handlers, for tests/test_lerobot_grpc.sh
+$(BUILD)/tests/lr_grpc_echo: tests/c/lr_grpc_echo.c src/server/grpc_lerobot.h $(SERVER_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(SERVER_LIB) $(GRPC_LIBS) -lz -pthread -o $@
+
 test: all
 	BUILD=$(BUILD) tests/run.sh
 
@@ -158,7 +178,8 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
 FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null || echo clang)
 FUZZ_SECONDS ?= 60
 FUZZ_SERVE   := $(if $(SERVER),wire serve_openpi serve_act serve_vla)
-FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video $(FUZZ_SERVE)
+FUZZ_LR      := $(if $(SERVER),lr_proto)
+FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video $(FUZZ_SERVE) $(FUZZ_LR)
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
 FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/io/safetensors.c src/io/normstats.c \
@@ -183,6 +204,19 @@ FUZZ_SRV_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/server
 $(FUZZ_SERVE:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h fuzz/serve_stub.h $(FUZZ_OBJ) $(FUZZ_SRV_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_SRV_OBJ) $(FUZZ_OBJ) \
 	    $(FUZZ_LDLIBS) -lmsgpackc -o $@
+
+# LeRobot's async-inference messages (protobuf-c) and the observation chunk reassembly, without gRPC
+FUZZ_LR_OBJ := $(BUILD)/fuzz/obj/server/grpc_lerobot_msg.o $(BUILD)/fuzz/obj/gen/lerobot_services.pb-c.o
+$(BUILD)/fuzz/obj/server/grpc_lerobot_msg.o: src/server/grpc_lerobot_msg.c src/server/grpc_lerobot.h $(SERVER_GEN)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(BUILD)/gen -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/fuzz/obj/gen/lerobot_services.pb-c.o: $(BUILD)/gen/lerobot_services.pb-c.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(BUILD)/gen -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_lr_proto: fuzz/fuzz_lr_proto.c fuzz/fuzz_common.h src/server/grpc_lerobot.h $(FUZZ_LR_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LR_OBJ) -lprotobuf-c -o $@
 
 fuzz-build: $(FUZZ_BINS)
 

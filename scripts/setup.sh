@@ -9,11 +9,13 @@ pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libpn
       ffmpeg  # the CLI the video tests cross-check against
       slurmctld slurmd slurm-client munge  # tests/test_slurm.sh: a one-node Slurm cluster in a scratch folder
       libwebsockets-dev libmsgpack-dev  # mact serve (src/server/)
+      libgrpc-dev  # mact serve --lerobot: LeRobot's gRPC service on the gRPC C core (src/server/grpc_lerobot.c)
       libprotobuf-c-dev protobuf-c-compiler  # mact export onnx: the ONNX subset schema (src/export/onnx_subset.proto)
       python3 python3-numpy python3-torch libopenblas0-pthread
       clang-14 libclang-rt-14-dev  # clang + libFuzzer/sanitizer runtimes: make fuzz, tests/test_fuzz_smoke.sh
       python3-pil python3-pip python3-setuptools python3-wheel  # the Python package (python/) and its tests
-      python3-websockets python3-msgpack python3-requests)  # mact serve's test clients (tests/serve/)
+      python3-websockets python3-msgpack python3-requests  # mact serve's test clients (tests/serve/)
+      python3-grpcio python3-grpc-tools)  # the LeRobot gRPC test client and its stubs (tests/test_lerobot_grpc.sh)
 # node/npm only for the tokenizer equivalence test against HF's Rust tokenizers (npm packages)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
