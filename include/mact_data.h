@@ -227,6 +227,8 @@ typedef struct {
                                      c << 20 | (e & 255) << 12 | t); v2.1: one file per episode and camera; v3.0:
                                      camera c concatenates 2 + c episodes per file */
     int video_w, video_h;         /* frame size; 0: 64 x 64 (libsvtav1's smallest) */
+    const char *state_names;      /* NULL: the robot's; else the state's names, comma-separated, one per dim (a
+                                     dataset whose state and action name their joints differently) */
 } mact_lerobot_synth_options;
 /* A synthetic LeRobot dataset tree at dir (docs/datasets.md). */
 MACT_API mact_status mact_lerobot_synth(const char *dir, const mact_lerobot_synth_options *o, char *err, size_t errlen);

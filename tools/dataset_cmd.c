@@ -105,8 +105,9 @@ int cmd_dataset(int argc, char **argv)
 static int synth_usage(void)
 {
     fprintf(stderr, "usage: mact synth-dataset OUT_DIR [--version v2.1|v3.0] [--robot so101|libero] [--episodes N] [--seed S]\n"
-                    "       [--len MIN:MAX] [--ts-f64] [--variant V] [--video C] [--video-size WxH]\n"
-                    "  V: %s\n  C: %s (the cameras as mp4 video features; WxH default 64x64)\n",
+                    "       [--len MIN:MAX] [--ts-f64] [--variant V] [--video C] [--video-size WxH] [--state-names A,B,...]\n"
+                    "  V: %s\n  C: %s (the cameras as mp4 video features; WxH default 64x64)\n"
+                    "  --state-names: the state's dim names (one per dim; a state that names its joints unlike the action)\n",
             mact_lerobot_synth_variants(), mact_lerobot_synth_codecs());
     return 2;
 }
@@ -152,7 +153,8 @@ int cmd_synth_dataset(int argc, char **argv)
         CLI_O("--version", CLI_FN, &o.version, .fn = parse_version), CLI_O("--robot", CLI_FN, &o.libero, .fn = parse_robot),
         CLI_O("--episodes", CLI_ATOI, &o.n_episodes), CLI_O("--seed", CLI_FN, &o.seed, .fn = parse_seed),
         CLI_O("--variant", CLI_STR, &o.variant), CLI_O("--len", CLI_FN, len, .fn = parse_len), CLI_O("--ts-f64", CLI_FLAG, &o.ts_f64),
-        CLI_O("--video", CLI_STR, &o.video), CLI_O("--video-size", CLI_FN, size, .fn = parse_size), {0}};
+        CLI_O("--video", CLI_STR, &o.video), CLI_O("--video-size", CLI_FN, size, .fn = parse_size),
+        CLI_O("--state-names", CLI_STR, &o.state_names), {0}};
     if (cli_parse("mact synth-dataset", argc, argv, opts, &out, 1, &n_pos, 0, synth_usage)) return 2;
     if (!n_pos) return synth_usage();
     o.min_len = len[0]; o.max_len = len[1]; o.video_w = size[0]; o.video_h = size[1];

@@ -4,7 +4,8 @@
  *   the policy's chunk pred[0..H-1] against gt = action[t..t+H-1]; frames whose gt chunk barely moves
  *   (max over k, j of |gt[k,j] - gt[0,j]| <= --static-threshold, raw units, default 0) are excluded;
  *   the hold-still baseline repeats state[t][:D] for absolute control modes and is zero for delta modes
- *   (the tag's control_mode contains "delta"). Per episode, sums of |error| per chunk step (raw and
+ *   (the tag's control_mode contains "delta"); when the state and action features name different joints (or
+ *   differ in dims), it takes per action dim the state dim of the same name where there is one, and says so. Per episode, sums of |error| per chunk step (raw and
  *   normalised units: 2(x - q01)/(q99 - q01) - 1 on the mask's dims, no clipping, raw elsewhere) are written
  *   to OUT/episodes/ep_NNNNNN.json atomically (temp + rename); a rerun skips episodes already there; the
  *   result is computed from those files in episode order, so `eval merge` of shards equals the unsharded run
@@ -123,6 +124,38 @@ mact_status mact_eval_shard_from_env(int *shard, int *nshard, FILE *progress, ch
     return 0;
 }
 
+/* hmap[j]: the state dim the hold-still baseline repeats for action dim j (-1: none, zero). state[t][j] while the
+ * features agree (the same names, or no names and the same dims); else, when they differ, the state dim named as
+ * action dim j where there is one and state[t][j] elsewhere, with note saying so (stderr, result.json), as a
+ * baseline across joint spaces means little. Delta control modes use no state: no note. */
+static int hold_map(const mact_ld_feature *fa, const mact_ld_feature *fs, const char *akey, const char *skey, int D,
+                    FILE *progress, int *hmap, char *note, size_t nl, int delta)
+{
+    const int sd = fs && fs->ndim == 1 ? fs->shape[0] : 0;
+    for (int j = 0; j < D; j++) hmap[j] = j < sd ? j : -1;
+    note[0] = 0;
+    if (delta || !fs) return 0;
+    const int named = fa->n_names == D && fs->n_names == sd;
+    int same = sd == D;
+    for (int j = 0; same && named && j < D; j++) same = !strcmp(fa->names[j], fs->names[j]);
+    if (same) return 0;
+    char matched[256] = "", unmatched[256] = "";
+    size_t ml = 0, ul = 0;
+    for (int j = 0; j < D; j++) {
+        int k = -1;
+        for (int i = 0; named && i < sd && k < 0; i++) if (!strcmp(fa->names[j], fs->names[i])) k = i;
+        if (k >= 0) {
+            hmap[j] = k;
+            if (ml < sizeof matched) ml += (size_t)snprintf(matched + ml, sizeof matched - ml, "%s%d<-%d", ml ? ", " : "", j, k);
+        } else if (ul < sizeof unmatched) ul += (size_t)snprintf(unmatched + ul, sizeof unmatched - ul, "%s%d", ul ? ", " : "", j);
+    }
+    snprintf(note, nl, "the state '%s' (%d dims) and the action '%s' (%d dims) %s: the hold-still baseline takes, per action "
+             "dim, the state dim of the same name (action<-state: %s) and state[t][j] elsewhere (%s)", skey, sd, akey, D,
+             named ? "name their dims differently" : "differ in dims", ml ? matched : "none", ul ? unmatched : "none");
+    if (progress) fprintf(progress, "mact eval: warning: %s\n", note);
+    return 1;
+}
+
 static const char *const sched_names[] = {"linear", "zeros", "ones", "exp"}, *const guid_names[] = {"identity", "vjp"};
 
 /* Every failure after the options are checked goes through here: the message into err, the status returned. */
@@ -215,6 +248,12 @@ static mact_status eval_run(const mact_eval_options *o, FILE *rep, FILE *progres
             if (!strcmp(mact_ld_feature_at(d, i)->dtype, "image") || !strcmp(mact_ld_feature_at(d, i)->dtype, "video")) cams[ncam++] = mact_ld_feature_at(d, i)->key;
     int grip = -1;
     for (int j = 0; j < fa->n_names && j < D; j++) if (strstr(fa->names[j], "gripper")) grip = j;
+    /* the hold-still baseline's state dim per action dim: state[t][j], unless the state and action features name
+     * their dims differently (or differ in dims): then the state dim of the same name where there is one */
+    int *hmap = malloc(sizeof(int) * (size_t)D);
+    char hold_note[512] = "";
+    if (!hmap) { mact_ld_close(d); return FAIL(MACT_ERR_NOMEM, "out of memory"); }
+    if (hold_map(fa, mact_ld_find_feature(d, skey), akey, skey, D, progress, hmap, hold_note, sizeof hold_note, delta)) {}
     /* the episodes of this shard */
     int NE = mact_ld_num_episodes(d), *sel = calloc((size_t)NE + 1, sizeof *sel), ns_sel = 0;
     for (int i = 0; i < NE; i++) {
@@ -333,6 +372,7 @@ static mact_status eval_run(const mact_eval_options *o, FILE *rep, FILE *progres
             mact_eval_ep_free(&S);
             memset(&S, 0, sizeof S);
             memcpy(S.config, cfg, sizeof S.config);
+            snprintf(S.hold_note, sizeof S.hold_note, "%s", hold_note);
             S.ep = e->index; S.H = H; S.D = D;
             if (K) { S.rp.K = K; S.rp.delay = delay; S.rp.chains = chains; snprintf(S.rp.rtc, sizeof S.rp.rtc, "%s", rtc_txt); }
             break;
@@ -394,7 +434,7 @@ static mact_status eval_run(const mact_eval_options *o, FILE *rep, FILE *progres
             for (int k = 0; k < H; k++)
                 for (int j = 0; j < D; j++) {
                     double g = gt[k * D + j];
-                    double hv = delta ? 0 : (j < dsd ? st[t * dsd + j] : 0);
+                    double hv = delta || hmap[j] < 0 || hmap[j] >= dsd ? 0 : st[t * dsd + hmap[j]];
                     double pv = pm == 0 ? pred[k * D + j] : pm == 1 ? hv : g;
                     const mact_feature_stats *fs = &tg->action;
                     double sc = fmax(fs->hi[j] - fs->lo[j], 1e-6);
@@ -447,7 +487,7 @@ static mact_status eval_run(const mact_eval_options *o, FILE *rep, FILE *progres
                     frames_run, elapsed, frames_run / elapsed, 1e3 * t_predict / frames_run, frames_run / t_predict, 100 * t_predict / elapsed);
         else fprintf(progress, "mact eval: %.0f frames in %.2f s\n", frames_run, elapsed);
     }
-    free(pred); free(sel);
+    free(pred); free(sel); free(hmap);
     mact_session_free(s);
     mact_model_free(m);
     mact_ld_close(d);

@@ -29,6 +29,7 @@ typedef struct {
     double m_raw[MAXH], h_raw[MAXH], m_norm[MAXH], h_norm[MAXH];
     double m_grip, h_grip;
     char config[17];     /* what produced the sums (the settings' fingerprint): episodes of different settings never mix */
+    char hold_note[512]; /* "" or why the hold-still baseline is not state[t][:D] (the state and action features differ) */
     ep_replan rp;        /* --replan only (rp.K > 0) */
 } ep_sums;
 

@@ -55,7 +55,7 @@ static void put_arr(char **p, size_t *left, const char *key, const double *v, in
 
 char *mact_eval_ep_json(const ep_sums *s)
 {
-    size_t cap = 4096 + (size_t)s->H * 4 * 32;
+    size_t cap = 4096 + 6 * sizeof s->hold_note + (size_t)s->H * 4 * 32;
     if (s->rp.K) cap += (size_t)s->rp.n_chunks * ((size_t)s->H * s->D * 2 * 18 + 2 * 26) + 1024;
     char *b = malloc(cap), *p = b;
     if (!b) return NULL;
@@ -68,6 +68,13 @@ char *mact_eval_ep_json(const ep_sums *s)
     put_arr(&p, &left, "hold_raw", s->h_raw, s->H);
     put_arr(&p, &left, "model_norm", s->m_norm, s->H);
     put_arr(&p, &left, "hold_norm", s->h_norm, s->H);
+    if (s->hold_note[0]) {  /* only when the baseline is not state[t][:D]: every other file keeps its bytes */
+        cJSON *note = cJSON_CreateString(s->hold_note);
+        char *q = note ? cJSON_PrintUnformatted(note) : NULL;
+        if (q) { w = snprintf(p, left, ",\"hold_note\":%s", q); p += w; left -= (size_t)w; }
+        free(q);
+        cJSON_Delete(note);
+    }
     if (s->rp.K) {  /* floats as %.9g and doubles as %.17g: read back exactly, so merge rewrites the same bytes */
         const ep_replan *r = &s->rp;
         w = snprintf(p, left, ",\"replan\":{\"K\":%d,\"delay\":%d,\"replan_points\":%d,\"executed_values\":%.17g,\"rtc_settings\":\"%s\"",
@@ -112,6 +119,8 @@ int mact_eval_ep_parse(const char *text, ep_sums *s)
 #undef NUM
     const char *cf = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "config"));
     if (cf) snprintf(s->config, sizeof s->config, "%s", cf);
+    const char *hn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "hold_note"));
+    if (hn) snprintf(s->hold_note, sizeof s->hold_note, "%s", hn);
     int rc = s->H < 1 || s->H > MAXH || s->D < 1 || get_arr(j, "model_raw", s->m_raw, s->H) || get_arr(j, "hold_raw", s->h_raw, s->H) ||
              get_arr(j, "model_norm", s->m_norm, s->H) || get_arr(j, "hold_norm", s->h_norm, s->H) ? -1 : 0;
     const cJSON *rj = cJSON_GetObjectItemCaseSensitive(j, "replan");
@@ -351,6 +360,7 @@ int mact_eval_write_result(const char *out, ep_sums *e, int n, const int *first_
     }
     cJSON_AddNumberToObject(r, "gripper_mae", t.grip_values > 0 ? t.m_grip / t.grip_values : 0);
     cJSON_AddNumberToObject(r, "gripper_hold_mae", t.grip_values > 0 ? t.h_grip / t.grip_values : 0);
+    if (e[0].hold_note[0]) cJSON_AddStringToObject(r, "hold_baseline_note", e[0].hold_note);  /* the state is not the action's space */
     int rrc = e[0].rp.K ? replan_result(r, e, n, rep, err, el) : 0;
     if (rrc) { cJSON_Delete(r); return rrc; }
     char *txt = cJSON_Print(r);

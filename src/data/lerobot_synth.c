@@ -142,7 +142,15 @@ static int write_info(const char *dir, const mact_lrs_options *o, int n_ep, int6
     fprintf(f, "    \"action\": {\"dtype\": \"float32\", \"shape\": [%d], \"names\": ", ad);
     if (o->libero) names_json(f, lib_action_names, 7); else names_json(f, mact_so101_joints, 6);
     fprintf(f, "},\n    \"observation.state\": {\"dtype\": \"float32\", \"shape\": [%d], \"names\": ", sd);
-    if (o->libero) { fputs("{\"motors\": ", f); names_json(f, lib_state_names, 8); fputc('}', f); } else names_json(f, mact_so101_joints, 6);
+    if (o->state_names) {  /* the caller's, comma-separated (checked by mact_lerobot_synth) */
+        fputc('[', f);
+        for (const char *p = o->state_names, *q; *p; p = *q ? q + 1 : q) {
+            q = strchr(p, ',');
+            if (!q) q = p + strlen(p);
+            fprintf(f, "%s\"%.*s\"", p == o->state_names ? "" : ", ", (int)(q - p), p);
+        }
+        fputc(']', f);
+    } else if (o->libero) { fputs("{\"motors\": ", f); names_json(f, lib_state_names, 8); fputc('}', f); } else names_json(f, mact_so101_joints, 6);
     fputs("},\n", f);
     for (int c = 0; o->video && c < 2; c++)  /* LeRobot's video feature (docs/spec/datasets.md 1.2) */
         fprintf(f, "    \"%s\": {\"dtype\": \"video\", \"shape\": [%d, %d, 3], \"names\": [\"height\", \"width\", \"channels\"], "
@@ -264,6 +272,15 @@ mact_status mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char
         if (!o.video_w) o.video_w = 64;
         if (!o.video_h) o.video_h = 64;
         if (o.max_len > 4095) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: video frames carry 12-bit frame numbers: episodes of at most 4095 frames");
+    }
+    if (o.state_names) {  /* one plain name per state dim */
+        int n = 1, sd0 = o.libero ? 8 : 6;
+        for (const char *p = o.state_names; *p; p++) {
+            n += *p == ',';
+            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --state-names: a name with a quote, backslash or control character");
+        }
+        if (n != sd0 || strstr(o.state_names, ",,") || o.state_names[0] == ',' || !o.state_names[0] || o.state_names[strlen(o.state_names) - 1] == ',')
+            return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --state-names wants %d non-empty names, comma-separated", sd0);
     }
     pqw_options po;
     if (set_variant(o.variant, &po)) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: unknown variant '%s' (%s)", o.variant, mact_lerobot_synth_variants());
