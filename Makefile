@@ -1,10 +1,11 @@
 # mact: one Makefile.
-#   make            libmact.a, libmact.so, libmact_dev.a (synth, parity: development code), the CLI, tests
+#   make            libmact.a/.so (the runtime), libmact_data.a/.so and libmact_compress.a/.so (the toolkits),
+#                   libmact_export.a (export, parity: the CLI's), the CLI, tests
 #   make check      the fast tier: C unit tests and the suites that need neither PyTorch nor npm
 #   make test       the whole suite (README's test command)
 #   make asan       the whole suite under ASan+UBSan;  make tsan: the concurrency tests under TSan
 #   make install    PREFIX=/usr/local DESTDIR= [LIBDIR= INCLUDEDIR= BINDIR=]  (libmact.so.0 and libmact.a,
-#                   include/mact.h and mact_stages.h, mact.pc, the CLI)
+#                   include/mact.h and mact_stages.h, mact.pc; the toolkits' libraries, headers and .pc; the CLI)
 #   make CROSS=aarch64-linux-gnu-   the ARM64 cross build into build-aarch64/ (scripts/setup_arm64.sh installs
 #                   the toolchain and the :arm64 -dev packages; tests/test_arm64.sh runs it under qemu)
 # The plain-C kernels build with any C11 compiler; the x86 kernels (src/kernels/x86/) are compiled only on
@@ -23,9 +24,15 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread -fPIC
 LIBCFLAGS = -fvisibility=hidden -DMACT_BUILD
-# FFmpeg's libraries decode dataset videos (src/io/video.c; plain -l so the cross build needs no arm64 pkg-config)
-LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lzip -lsnappy -lzstd -lz -lavformat -lavcodec -lswscale -lavutil \
-           -lm -pthread
+# What each product links, and nothing more (tests/test_layout.sh reads libmact.so's NEEDED): the runtime its
+# JSON, tokenizer and image libraries; the data toolkit the parquet codecs and FFmpeg's libraries (dataset videos,
+# src/data/video.c; plain -l so the cross build needs no arm64 pkg-config); export libzip (npz); the CLI cairo and
+# libpng (its charts, `mact dataset frame`).
+RUNTIME_LIBS := -lcjson -lpcre2-8 -lutf8proc -lpng -ljpeg -lm -pthread
+DATA_LIBS    := -lsnappy -lzstd -lz -lavformat -lavcodec -lswscale -lavutil
+EXPORT_LIBS  := -lzip -lz
+CLI_LIBS     := -lcairo -lpng
+LDLIBS  += $(DATA_LIBS) $(EXPORT_LIBS) $(RUNTIME_LIBS)
 
 # the version is stated once, in include/mact.h; the soname's number changes with the ABI
 VERSION := $(shell sed -n 's/^\#define MACT_VERSION_STRING "\(.*\)"/\1/p' include/mact.h)
@@ -45,15 +52,24 @@ LIB_DIRS := src/base src/io src/model src/kernels src/kernels/ref src/stages $(i
             $(if $(ARCH_ARM),src/kernels/arm)
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
-# mact export (src/export/): development code too, in libmact_dev.a; its ONNX subset schema is compiled by
-# protoc-c (Debian's protobuf-c-compiler) into $(BUILD)/gen/ and linked with -lprotobuf-c
+# The toolkits (include/mact_data.h, include/mact_compress.h): each its own archive and shared library. A
+# toolkit's .so carries the runtime objects it calls, hidden (-Wl,--exclude-libs,ALL): it exports only its header's
+# functions and needs no other mact library.
+DATA_SRC     := $(wildcard src/data/*.c)
+DATA_OBJ     := $(DATA_SRC:src/%.c=$(BUILD)/obj/%.o)
+COMPRESS_SRC := $(wildcard src/compress/*.c)
+COMPRESS_OBJ := $(COMPRESS_SRC:src/%.c=$(BUILD)/obj/%.o)
+# mact export and parity (src/export/: golden I/O, npz, ONNX): the CLI's, in libmact_export.a; the ONNX subset
+# schema is compiled by protoc-c (Debian's protobuf-c-compiler) into $(BUILD)/gen/ and linked with -lprotobuf-c
 # ONNX= (the default of cross builds, which have no protobuf-c for the target) leaves `mact export onnx` out.
 ONNX     ?= $(if $(CROSS),,1)
-DEV_SRC  := $(wildcard src/dev/*.c) $(if $(ONNX),$(wildcard src/export/*.c),src/export/golden.c src/export/outdir.c)
-DEV_OBJ  := $(DEV_SRC:src/%.c=$(BUILD)/obj/%.o) $(if $(ONNX),$(BUILD)/obj/gen/onnx_subset.pb-c.o)
+EXPORT_SRC := $(if $(ONNX),$(wildcard src/export/*.c),$(filter-out src/export/onnx.c src/export/onnx_build.c,$(wildcard src/export/*.c)))
+EXPORT_OBJ := $(EXPORT_SRC:src/%.c=$(BUILD)/obj/%.o) $(if $(ONNX),$(BUILD)/obj/gen/onnx_subset.pb-c.o)
 PROTOC_C ?= protoc-c
 DEV_LIBS := $(if $(ONNX),-lprotobuf-c)
 EXPORT_DEPS := $(if $(ONNX),$(BUILD)/gen/onnx_subset.pb-c.h)
+# every archive, in link order (a program linking them statically: the CLI, the C tests)
+ALL_ARCHIVES := $(BUILD)/libmact_export.a $(BUILD)/libmact_compress.a $(BUILD)/libmact_data.a $(BUILD)/libmact.a
 # the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so. Left out of
 # cross builds (SERVER= ): libwebsockets-dev:arm64 does not co-install with the amd64 package.
 SERVER  ?= $(if $(CROSS),,1)
@@ -65,16 +81,14 @@ SERVER_GEN := $(if $(SERVER),$(BUILD)/gen/lerobot_services.pb-c.h)
 SERVER_LIB := $(if $(SERVER),$(BUILD)/libmact_server.a)
 GRPC_LIBS := -lgrpc -lgpr -lprotobuf-c
 SERVER_LIBS := $(if $(SERVER),-lwebsockets -lmsgpackc $(GRPC_LIBS))
-TOOLS_SRC := $(if $(SERVER),$(wildcard tools/*.c),$(filter-out tools/serve_cmd.c,$(wildcard tools/*.c)))
+TOOLS_SRC := $(if $(SERVER),$(wildcard tools/*.c tools/common/*.c),$(filter-out tools/serve_cmd.c,$(wildcard tools/*.c tools/common/*.c)))
 HDRS     := $(wildcard include/*.h src/*/*.h src/*/*/*.h)
 TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool \
             $(BUILD)/tests/video_tool $(if $(SERVER),$(BUILD)/tests/lr_grpc_echo)
 
-all: $(BUILD)/mact $(BUILD)/libmact.so $(BUILD)/mact.pc $(TESTS)
-
-$(BUILD)/obj/dev/%.o: src/dev/%.c $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+TOOLKITS := data compress
+all: $(BUILD)/mact $(BUILD)/libmact.so $(TOOLKITS:%=$(BUILD)/libmact_%.so) $(BUILD)/mact.pc $(TOOLKITS:%=$(BUILD)/mact_%.pc) \
+     $(TESTS)
 
 # one protoc-c run writes both files: the .c hangs off the .h so a parallel make runs it once
 $(BUILD)/gen/onnx_subset.pb-c.h: src/export/onnx_subset.proto
@@ -119,28 +133,58 @@ $(BUILD)/libmact.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/libmact_dev.a: $(DEV_OBJ)
+$(BUILD)/libmact_data.a: $(DATA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
-# the shared library exports only what include/ marks MACT_API
+$(BUILD)/libmact_compress.a: $(COMPRESS_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(BUILD)/libmact_export.a: $(EXPORT_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+
+# the shared libraries export only what include/ marks MACT_API
 $(BUILD)/libmact.so: $(LIB_OBJ)
-	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact.so.$(SOVER) -Wl,--no-undefined $^ $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact.so.$(SOVER) -Wl,--no-undefined $^ $(RUNTIME_LIBS) -o $@
+
+$(BUILD)/libmact_data.so: $(DATA_OBJ) $(BUILD)/libmact.a
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact_data.so.$(SOVER) -Wl,--no-undefined -Wl,--exclude-libs,ALL $^ \
+	    $(DATA_LIBS) $(RUNTIME_LIBS) -o $@
+
+$(BUILD)/libmact_compress.so: $(COMPRESS_OBJ) $(BUILD)/libmact_data.a $(BUILD)/libmact.a
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact_compress.so.$(SOVER) -Wl,--no-undefined -Wl,--exclude-libs,ALL $^ \
+	    $(DATA_LIBS) $(RUNTIME_LIBS) -o $@
 
 # pkg-config file for the install paths (rebuilt when they change: the paths are in the command)
 $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE
 	@mkdir -p $(dir $@)
 	@sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
-	    -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|g' mact.pc.in > $@.tmp
+	    -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBS_PRIVATE@|$(strip $(RUNTIME_LIBS))|g' mact.pc.in > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
-# the CLI: tools/mact.c dispatches to one file per front end (tools/*.c); cairo draws prune-analyze's chart and eval's plot
-$(BUILD)/mact: $(TOOLS_SRC) $(wildcard tools/*.h) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) $(if $(SERVER),,-DMACT_NO_SERVER) -Itools $(TOOLS_SRC) $(SERVER_LIB) $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(SERVER_LIBS) $(LDLIBS) $(DEV_LIBS) -lcairo -o $@
-
-$(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact_dev.a $(BUILD)/libmact.a
+DESC_data     := mact data toolkit: LeRobot datasets, norm statistics, open-loop evaluation
+DESC_compress := mact compression toolkit: ViT SNR analysis, pruning, distillation checks, checkpoint synthesis
+REQ_data      := mact
+REQ_compress  := mact_data mact
+# a toolkit's: its archive needs libmact.a (and the compression toolkit libmact_data.a) after it when linked statically
+$(BUILD)/mact_%.pc: mact_toolkit.pc.in include/mact.h Makefile FORCE
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/c $< $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) $(DEV_LIBS) -o $@
+	@sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	    -e 's|@VERSION@|$(VERSION)|g' -e 's|@NAME@|$*|g' \
+	    -e 's|@DESCRIPTION@|$(DESC_$*)|g' -e 's|@REQUIRES@|$(REQ_$*)|g' \
+	    -e 's|@LIBS_PRIVATE@|$(strip $(DATA_LIBS))|g' mact_toolkit.pc.in > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+# the CLI: tools/mact.c's command table dispatches to one file per front end (tools/*.c), which parse flags and call
+# the libraries; tools/common/ holds the shared argument parser and output helpers (cairo draws the charts)
+$(BUILD)/mact: $(TOOLS_SRC) $(wildcard tools/*.h tools/common/*.h) $(SERVER_LIB) $(ALL_ARCHIVES)
+	$(CC) $(CFLAGS) $(if $(SERVER),,-DMACT_NO_SERVER) -Itools $(TOOLS_SRC) $(SERVER_LIB) $(ALL_ARCHIVES) $(SERVER_LIBS) $(LDLIBS) $(DEV_LIBS) $(CLI_LIBS) -o $@
+
+$(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(ALL_ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/c $< $(ALL_ARCHIVES) $(LDLIBS) $(DEV_LIBS) -o $@
 
 # the LeRobot gRPC transport alone, with recording handlers, for tests/test_lerobot_grpc.sh
 $(BUILD)/tests/lr_grpc_echo: tests/c/lr_grpc_echo.c src/server/grpc_lerobot.h $(SERVER_LIB)
@@ -162,7 +206,9 @@ tsan:
 
 # Debian's split: libmact.so.0 (the runtime package: the real file and the soname link) and libmact.so,
 # libmact.a, the headers and mact.pc (the -dev package). Shared libraries are installed 644, as Debian does.
-install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
+# The toolkits likewise: libmact_data.so.0 / libmact_compress.so.0, their archives, headers and .pc files.
+install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc $(TOOLKITS:%=$(BUILD)/libmact_%.a) \
+         $(TOOLKITS:%=$(BUILD)/libmact_%.so) $(TOOLKITS:%=$(BUILD)/mact_%.pc)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	install -m 644 $(BUILD)/libmact.a $(DESTDIR)$(LIBDIR)/libmact.a
 	install -m 644 $(BUILD)/libmact.so $(DESTDIR)$(LIBDIR)/libmact.so.$(VERSION)
@@ -171,6 +217,14 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
 	install -m 644 include/mact.h include/mact_stages.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(BUILD)/mact $(DESTDIR)$(BINDIR)/mact
 	install -m 644 $(BUILD)/mact.pc $(DESTDIR)$(LIBDIR)/pkgconfig/mact.pc
+	for t in $(TOOLKITS); do \
+	    install -m 644 $(BUILD)/libmact_$$t.a $(DESTDIR)$(LIBDIR)/libmact_$$t.a && \
+	    install -m 644 $(BUILD)/libmact_$$t.so $(DESTDIR)$(LIBDIR)/libmact_$$t.so.$(VERSION) && \
+	    ln -sf libmact_$$t.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libmact_$$t.so.$(SOVER) && \
+	    ln -sf libmact_$$t.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libmact_$$t.so && \
+	    install -m 644 include/mact_$$t.h $(DESTDIR)$(INCLUDEDIR)/ && \
+	    install -m 644 $(BUILD)/mact_$$t.pc $(DESTDIR)$(LIBDIR)/pkgconfig/mact_$$t.pc || exit 1; \
+	done
 
 # libFuzzer targets (fuzz/README.md): clang 14 with libclang-rt-14-dev. `make fuzz FUZZ_SECONDS=N` builds every
 # target and runs each for N seconds on one core; new inputs go to build/fuzz/corpus/<target>, the seeds are
@@ -183,8 +237,8 @@ FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet 
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
 FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/io/safetensors.c src/io/normstats.c \
-                src/io/tokenizer.c src/io/image.c src/io/npy.c src/io/npz.c src/stages/prompt.c \
-                src/io/parquet.c src/io/video.c
+                src/io/tokenizer.c src/io/image.c src/io/npy.c src/export/npz.c src/stages/prompt.c \
+                src/data/parquet.c src/data/video.c
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:src/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_LDLIBS  := $(filter-out -fopenmp,$(LDLIBS))
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)

@@ -1,9 +1,9 @@
-/* libFuzzer target for the parquet reader (src/io/parquet.c): the input is a whole file image. Accepted
+/* libFuzzer target for the parquet reader (src/data/parquet.c): the input is a whole file image. Accepted
  * files have every leaf column decoded in every row group, with small caps on values and page sizes so a
  * tiny input cannot demand a large allocation; decoded columns are walked end to end (row offsets
  * monotonic and inside the values, byte offsets inside the bytes). Failures must leave a message.
  * Build/run: see fuzz/README.md. */
-#include "io/parquet.h"
+#include "data/parquet.h"
 
 #include <stddef.h>
 #include <stdint.h>

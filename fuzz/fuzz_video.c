@@ -1,9 +1,9 @@
-/* libFuzzer target for the video decoder (src/io/video.c over FFmpeg's libavformat / libavcodec /
+/* libFuzzer target for the video decoder (src/data/video.c over FFmpeg's libavformat / libavcodec /
  * libswscale): the input is a whole file image, read through mact_video_open_memory's custom AVIOContext.
  * An accepted file has its metadata checked (size within the caps), its packet times listed, and frames
  * asked for forward, backward (seeks) and past the end; every decoded frame must have the stream's
  * buffer size and every failure a message. FFmpeg itself is not instrumented (fuzz/README.md). */
-#include "io/video.h"
+#include "data/video.h"
 
 #include <libavutil/log.h>
 #include <math.h>

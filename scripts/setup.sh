@@ -4,8 +4,8 @@ set -euo pipefail
 SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libzip-dev
       libcairo2-dev  # mact prune-analyze's bar chart, mact eval's plot
-      libsnappy-dev libzstd-dev  # the parquet reader (src/io/parquet.c)
-      libavformat-dev libavcodec-dev libswscale-dev libavutil-dev  # dataset videos (src/io/video.c)
+      libsnappy-dev libzstd-dev  # the parquet reader (src/data/parquet.c)
+      libavformat-dev libavcodec-dev libswscale-dev libavutil-dev  # dataset videos (src/data/video.c)
       ffmpeg  # the CLI the video tests cross-check against
       slurmctld slurmd slurm-client munge  # tests/test_slurm.sh: a one-node Slurm cluster in a scratch folder
       libwebsockets-dev libmsgpack-dev  # mact serve (src/server/)

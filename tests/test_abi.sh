@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
-# The shared library's ABI is exactly the public headers: `nm -D --defined-only $BUILD/libmact.so` lists every
-# function declared MACT_API in include/*.h and nothing else (the library is compiled -fvisibility=hidden).
+# Each shared library's ABI is exactly its public headers: `nm -D --defined-only $BUILD/libmact.so` lists every
+# function declared MACT_API in include/mact.h and include/mact_stages.h and nothing else (the library is compiled
+# -fvisibility=hidden); likewise libmact_data.so and include/mact_data.h, libmact_compress.so and
+# include/mact_compress.h (the toolkits carry the runtime objects they call, hidden).
 # Also: every function the headers declare is MACT_API, each header compiles on its own (C11 -pedantic, and
 # as C++ when a C++ compiler is here), the usage example in mact.h compiles, the soname is libmact.so.0, and
 # mact_version() matches the header.
@@ -29,21 +31,47 @@ n_decl=$(wc -l <"$T/declared.txt")
 [ "$n_decl" -gt 0 ] && pass "abi_declared ($n_decl MACT_API functions in ${hdrs[*]})" \
     || fail abi_declared "no MACT_API declaration found in ${hdrs[*]}"
 
-# the exports: every defined dynamic symbol, with its type
-nm -D --defined-only "$SO" | awk '{print $NF, $(NF-1)}' | sort -u >"$T/exported.txt"
-extra=$(awk 'NR == FNR { d[$1] = 1; next } !($1 in d) || ($2 != "T") { print $1 " (" $2 ")" }' \
-    "$T/declared.txt" "$T/exported.txt")
-[ -z "$extra" ] && pass abi_no_extra_exports \
-    || fail abi_no_extra_exports "$SO exports what no header declares MACT_API (or not as a function): $(echo $extra)"
-missing=$(awk 'NR == FNR { e[$1] = 1; next } !($1 in e) { print $1 }' "$T/exported.txt" "$T/declared.txt")
-[ -z "$missing" ] && pass abi_no_missing_exports \
-    || fail abi_no_missing_exports "declared MACT_API but not defined in $SO: $(echo $missing)"
-
-# every function a public header declares carries MACT_API (else it would be hidden and go unnoticed above);
-# GCC lists the translation unit's prototypes with -aux-info
+# which header declares each function (GCC's -aux-info: lines like /* include/mact.h:83:NC */ extern ...);
+# without it, every MACT_API function is taken as libmact.so's (the runtime's headers only)
+: >"$T/origin.txt"
 if $CC -std=c11 -fsyntax-only -Iinclude -aux-info "$T/aux.txt" "$T/all.c" 2>/dev/null && [ -s "$T/aux.txt" ]; then
-    # lines like: /* include/mact.h:83:NC */ extern const char *mact_version (void);
-    grep -E '^/\* [^ ]*include/[^ ]*\.h:' "$T/aux.txt" |
+    grep -E '^/\* include/[^ ]*\.h:' "$T/aux.txt" |
+        sed -E 's|^/\* include/([^:]*)\.h:.*\*/ *(.*)$|\1 \2|; s/[[:space:]]*\(.*//' |
+        awk '{ n = split($0, w, /[^A-Za-z0-9_]+/); print w[1], w[n] }' | sort -u >"$T/origin.txt"
+fi
+libs="mact mact_data mact_compress"
+for lib in $libs; do
+    so="$BUILD/lib$lib.so"
+    case $lib in mact) own="mact mact_stages" ;; *) own="$lib" ;; esac
+    if [ -s "$T/origin.txt" ]; then
+        awk -v own=" $own " 'NR == FNR { if (index(own, " " $1 " ")) o[$2] = 1; next } ($1 in o)' \
+            "$T/origin.txt" "$T/declared.txt" >"$T/declared_$lib.txt"
+    elif [ "$lib" = mact ]; then cp "$T/declared.txt" "$T/declared_$lib.txt"
+    else continue; fi
+    [ -f "$so" ] || { fail "abi_so/$lib" "$so does not exist (make builds it)"; continue; }
+    # the exports: every defined dynamic symbol, with its type
+    nm -D --defined-only "$so" | awk '{print $NF, $(NF-1)}' | sort -u >"$T/exported_$lib.txt"
+    extra=$(awk 'NR == FNR { d[$1] = 1; next } !($1 in d) || ($2 != "T") { print $1 " (" $2 ")" }' \
+        "$T/declared_$lib.txt" "$T/exported_$lib.txt")
+    sfx=$([ "$lib" = mact ] || echo "/$lib")
+    [ -z "$extra" ] && pass "abi_no_extra_exports$sfx ($(wc -l <"$T/exported_$lib.txt") functions)" \
+        || fail "abi_no_extra_exports$sfx" "$so exports what no header of it declares MACT_API (or not as a function): $(echo $extra)"
+    missing=$(awk 'NR == FNR { e[$1] = 1; next } !($1 in e) { print $1 }' "$T/exported_$lib.txt" "$T/declared_$lib.txt")
+    [ -z "$missing" ] && pass "abi_no_missing_exports$sfx" \
+        || fail "abi_no_missing_exports$sfx" "declared MACT_API but not defined in $so: $(echo $missing)"
+    # a toolkit needs no other mact library: it runs beside any libmact.so
+    if [ "$lib" != mact ]; then
+        needed=$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(libmact[^]]*\)\].*/\1/p' | tr '\n' ' ')
+        [ -z "$needed" ] && pass "abi_toolkit_self_contained/$lib" || fail "abi_toolkit_self_contained/$lib" "$so needs $needed"
+        soname=$(readelf -d "$so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+        [ "$soname" = "lib$lib.so.0" ] && pass "abi_soname/$lib" || fail "abi_soname/$lib" "SONAME is '$soname', not lib$lib.so.0"
+    fi
+done
+
+# every function a public header declares carries MACT_API (else it would be hidden and go unnoticed above)
+if [ -s "$T/aux.txt" ]; then
+    # lines like: /* include/mact.h:83:NC */ extern const char *mact_version (void); (ours, not the system's)
+    grep -E '^/\* include/[^ ]*\.h:' "$T/aux.txt" |
         sed -E 's|^/\*[^*]*\*/ *||; s/[[:space:]]*\(.*//; s/.*[^A-Za-z0-9_]//' | sort -u >"$T/all_functions.txt"
     undecl=$(comm -23 "$T/all_functions.txt" "$T/declared.txt")
     [ -s "$T/all_functions.txt" ] || undecl="(no prototype found in the -aux-info output)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tier: fast — LeRobot datasets (src/io/lerobot.c over src/io/parquet.c), `mact dataset info` and `mact stats`,
-# on trees written by `mact synth-dataset` (src/dev/lerobot_synth.c; seed printed, SEED=... replays):
+# tier: fast — LeRobot datasets (src/data/lerobot.c over src/data/parquet.c), `mact dataset info` and `mact stats`,
+# on trees written by `mact synth-dataset` (src/data/lerobot_synth.c; seed printed, SEED=... replays):
 #   ds_synth_deterministic   same seed -> identical files
 #   ds_info_*                v2.1 / v3.0, SO-101 / LIBERO (PNG structs): version, episodes, frames, fps,
 #                            features with shapes and names, cameras, no problems

@@ -29,6 +29,10 @@
 #   eval_replan_bad_flags    --replan 0, --delay >= --replan, --replan + --delay past the horizon, --rtc-* or --delay
 #                            without --replan, --replan with --policy hold: exit 2, each with its message
 #   eval_replan_plot         OUT/replan_trajectory.png (cairo)
+#   eval_hold_names_differ   a dataset whose state names its joints unlike the action (synth-dataset --state-names):
+#                            a warning on stderr and hold_baseline_note in result.json; the baseline takes the state
+#                            dim of the same name where there is one, state[t][j] elsewhere (checked with numpy); a
+#                            dataset whose names agree gets neither
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}; MACT=${MACT_BIN:-build/mact}
@@ -220,3 +224,32 @@ chk "static-threshold does not apply" --replan 4 --static-threshold 0.1
     fail eval_replan_bad_flags "$msgs"
 [ -s "$T/rp/replan_trajectory.png" ] && [ "$(head -c 8 "$T/rp/replan_trajectory.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
     echo "PASS eval_replan_plot (replan_trajectory.png)" || fail eval_replan_plot "no replan_trajectory.png"
+
+# the state names its joints unlike the action: elbow_flex.pos and gripper.pos match (action 2 <- state 2, 5 <- 0)
+$MACT synth-dataset "$T/sn" --robot so101 --episodes 2 --len 150:160 --seed $((SEED + 2)) \
+    --state-names gripper.pos,joint_2.pos,elbow_flex.pos,joint_4.pos,joint_5.pos,joint_6.pos >"$T/sn.log" 2>&1 &&
+$MACT eval --dataset "$T/sn" --norm-stats "$T/so_ns.json" --policy hold --horizon 30 --out "$T/snh" >"$T/snh.txt" 2>"$T/snh.err" &&
+for f in "$T"/sn/data/chunk-000/*.parquet; do $MACT dataset dump "$f" >"$f.json"; done &&
+grep -q "warning: the state 'observation.state' (6 dims) and the action 'action' (6 dims) name their dims differently" "$T/snh.err" &&
+[ -z "$(jq_py "$T/st/result.json" "r.get('hold_baseline_note', '')")" ] && ! grep -q warning "$T/st.txt" &&
+$PY - "$T/snh/result.json" "$T"/sn/data/chunk-000/*.json <<'EOF' >"$T/sn_check.txt" 2>&1 && echo "PASS eval_hold_names_differ ($(cat "$T/sn_check.txt"))" || fail eval_hold_names_differ "no warning, no note, or numpy disagrees" "$T/sn_check.txt"
+import json, sys
+import numpy as np
+r = json.load(open(sys.argv[1]))
+H, src = 30, [0, 1, 2, 3, 4, 0]  # per action dim: the state dim of the same name (2 <- 2, 5 <- 0), else state[t][j]
+errs, pos = [], []
+for p in sys.argv[2:]:
+    rows = json.load(open(p))
+    a = np.array([x["action"] for x in rows]); s = np.array([x["observation.state"] for x in rows])
+    for t in range(len(rows) - H + 1):
+        if np.abs(a[t:t + H] - a[t][None, :]).max() <= 0:
+            continue
+        errs.append(np.abs(a[t:t + H] - s[t][src][None, :]))
+        pos.append(np.abs(a[t:t + H] - s[t][None, :]))
+e, q = np.array(errs), np.array(pos)
+assert "action<-state: 2<-2, 5<-0" in r["hold_baseline_note"], r.get("hold_baseline_note")
+assert r["frames_evaluated"] == e.shape[0], (r["frames_evaluated"], e.shape)
+assert abs(r["hold_mae"] - e.mean()) <= 1e-9 * e.mean(), (r["hold_mae"], e.mean())
+assert abs(q.mean() - e.mean()) > 1e-6 * e.mean(), "the name mapping changed nothing"
+print(f"hold MAE {e.mean():.6g} by names (positional {q.mean():.6g}) equals numpy; note in result.json")
+EOF

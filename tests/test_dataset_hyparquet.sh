@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The parquet reader (src/io/parquet.c) against an independent one: npm `hyparquet` (pure JS; installed by
+# The parquet reader (src/data/parquet.c) against an independent one: npm `hyparquet` (pure JS; installed by
 # scripts/setup_dataset.sh with npm ci). For every generated variant (pyarrow layout, PLAIN, the
 # dictionary->PLAIN fallback, several pages, several row groups, V2 pages, ZSTD, GZIP, uncompressed) x
 # (v2.1, v3.0) x (SO-101, LIBERO with PNG structs), float32 and float64 timestamps, every parquet file of the

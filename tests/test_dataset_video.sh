@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tier: full — LeRobot video cameras (src/io/video.c through FFmpeg's libraries, src/io/lerobot.c's
-# mact_ld_episode_video), on trees written by `mact synth-dataset --video C` (src/dev/video_write.c: every
+# tier: full — LeRobot video cameras (src/data/video.c through FFmpeg's libraries, src/data/lerobot.c's
+# mact_ld_episode_video), on trees written by `mact synth-dataset --video C` (src/data/video_write.c: every
 # frame carries camera, episode and frame number in black/white cells with a CRC-8). For each codec (AV1 by
 # libsvtav1 g=2 as LeRobot writes it; H.264 with 2 B-frames; HEVC with B-frames; MPEG-4 Part 2 with B-frames)
 # and each layout (v2.1: one mp4 per episode and camera; v3.0: camera c concatenates 2 + c episodes per file):

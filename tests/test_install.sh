@@ -27,6 +27,15 @@ done
 [ "$(readlink "$L/libmact.so.0")" = "libmact.so.$VERSION" ] || missing="$missing lib/libmact.so.0->libmact.so.$VERSION"
 [ "$(readlink "$L/libmact.so")" = "libmact.so.0" ] || missing="$missing lib/libmact.so->libmact.so.0"
 [ -z "$missing" ] && pass install_layout || fail install_layout "missing under $ROOT/usr:$missing"
+# the toolkits: each library (the real file, the soname link), its archive, header and .pc
+missing=""
+for t in data compress; do
+    for f in lib/libmact_$t.so.$VERSION lib/libmact_$t.a lib/pkgconfig/mact_$t.pc include/mact_$t.h; do
+        [ -f "$ROOT/usr/$f" ] || missing="$missing $f"
+    done
+    [ "$(readlink "$L/libmact_$t.so.0")" = "libmact_$t.so.$VERSION" ] || missing="$missing lib/libmact_$t.so.0"
+done
+[ -z "$missing" ] && pass install_layout_toolkits || fail install_layout_toolkits "missing under $ROOT/usr:$missing"
 
 # pkg-config sees only the staged copy; the sysroot maps its /usr paths into the staging directory
 export PKG_CONFIG_LIBDIR="$L/pkgconfig" PKG_CONFIG_PATH="" PKG_CONFIG_SYSROOT_DIR="$ROOT"
@@ -54,6 +63,25 @@ if $CC -std=c11 -Wall -Wextra -Werror $san tests/c/install_example.c $cflags $sl
         fail install_build_static "the program still needs a libmact.so"
     else pass install_build_static; fi
 else fail install_build_static "$(head -5 "$T/cc_static.log")"; fi
+
+# a program of both toolkits, through pkg-config, shared and static: it reads a dataset the CLI synthesized
+{ printf '#include <stdio.h>\n#include <mact_data.h>\n#include <mact_compress.h>\n'
+  printf 'int main(int c, char **v) { (void)c; char e[512]; mact_dataset *d; mact_dataset_info i;\n'
+  printf '  if (mact_dataset_open(v[1], &d, e, sizeof e)) { fprintf(stderr, "%%s\\n", e); return 1; }\n'
+  printf '  mact_dataset_get_info(d, &i); printf("%%d %%lld %%s\\n", i.n_episodes, (long long)i.n_frames, mact_synth_presets());\n'
+  printf '  mact_dataset_close(d); return 0; }\n'; } >"$T/toolkits.c"
+$MACT synth-dataset "$T/ds" --episodes 2 --len 20:30 --seed 3 >"$T/ds.log" 2>&1 || fail install_toolkits "synth-dataset failed"
+want="2 $($MACT dataset info "$T/ds" 2>/dev/null | sed -n 's/.*frames \([0-9]*\) (info.*/\1/p') $($MACT synth --help 2>&1 | sed -n 's/.*PRESET: \([^(]*\) (tiny.*/\1/p' | sed 's/ *$//')"
+tk_cflags=$(pkg-config --cflags mact_data mact_compress) tk_libs=$(pkg-config --libs mact_data mact_compress)
+tk_slibs=$(pkg-config --static --libs mact_compress mact_data | sed -E 's/-lmact(_data|_compress)?\b/-l:libmact\1.a/g')
+for kind in shared static; do
+    # shellcheck disable=SC2086
+    if [ $kind = shared ]; then $CC -std=c11 -Wall -Werror $san "$T/toolkits.c" $tk_cflags $tk_libs -o "$T/tk_$kind" 2>"$T/tk_cc.log"
+    else $CC -std=c11 -Wall -Werror $san "$T/toolkits.c" $tk_cflags $tk_slibs -o "$T/tk_$kind" 2>"$T/tk_cc.log"; fi ||
+        { fail "install_toolkits_$kind" "$(head -3 "$T/tk_cc.log")"; continue; }
+    got=$(LD_LIBRARY_PATH="$L" "$T/tk_$kind" "$T/ds" 2>&1)
+    [ "$got" = "$want" ] && pass "install_toolkits_$kind ($got)" || fail "install_toolkits_$kind" "printed '$got', want '$want'"
+done
 
 # the model: $MACT_TEST_MODEL when it has what mact_predict needs, else a tiny synthesized one
 MODEL=${MACT_TEST_MODEL:-}

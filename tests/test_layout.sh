@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # The layout's contracts, checked on the built library and the sources:
-#   - no link-level cycle among libmact.a's objects (a.o needing a symbol of b.o while b.o, directly or around
+#   - no link-level cycle among the objects of libmact.a and the toolkits' archives (a.o needing a symbol of b.o while b.o, directly or around
 #     a longer loop, needs one of a.o), read from `nm`;
-#   - includes go one way: base <- io, kernels <- model <- stages <- dev <- export (and the x86 kernels only from
-#     kernels/), no header includes itself around a loop;
+#   - includes go one way: base <- io, kernels <- model <- stages <- data, server <- compress, export (and the x86
+#     kernels only from kernels/; a toolkit's public header only from its layer up), no header includes itself
+#     around a loop;
+#   - the runtime library links no toolkit library and none of the libraries only the toolkits use (readelf -d);
+#   - docs/design.md names every source folder (src/*, src/*/*, tools/*, include/);
 #   - no source file in src/ over 1100 lines;
-#   - the library itself has no mutable global besides the CPU probe (kernels/x86/cpu.c): no writable
+#   - the libraries have no mutable global besides the CPU probe (kernels/x86/cpu.c): no writable
 #     non-constant data symbol in any other object.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PY=${PYTHON:-/usr/bin/python3}
-LIB="$BUILD/libmact.a"
-[ -f "$LIB" ] || { echo "FAIL layout_lib: $LIB missing (run make)"; exit 1; }
+# the runtime and the toolkits (their objects' names are unique across the three archives)
+LIBS="$BUILD/libmact.a $BUILD/libmact_data.a $BUILD/libmact_compress.a"
+for LIB in $LIBS; do [ -f "$LIB" ] || { echo "FAIL layout_lib: $LIB missing (run make)"; exit 1; }; done
 TMPD=${MACT_TMP:-/tmp}
-nm -A "$LIB" >"$TMPD/layout_nm.txt" 2>/dev/null || { echo "FAIL layout_nm: nm failed on $LIB"; exit 1; }
-objdump -t "$LIB" >"$TMPD/layout_objdump.txt" 2>/dev/null || { echo "FAIL layout_objdump: objdump failed on $LIB"; exit 1; }
+# shellcheck disable=SC2086
+nm -A $LIBS >"$TMPD/layout_nm.txt" 2>/dev/null || { echo "FAIL layout_nm: nm failed on $LIBS"; exit 1; }
+# shellcheck disable=SC2086
+objdump -t $LIBS >"$TMPD/layout_objdump.txt" 2>/dev/null || { echo "FAIL layout_objdump: objdump failed on $LIBS"; exit 1; }
 "$PY" - "$TMPD/layout_nm.txt" "$TMPD/layout_objdump.txt" <<'PYEOF'
 import collections, os, re, sys
 
@@ -78,7 +84,8 @@ else:
     print("PASS layout_no_mutable_globals (writable data only in cpu.o, the CPU probe)")
 
 # include layers
-rank = {'base': 0, 'io': 1, 'kernels': 1, 'model': 2, 'stages': 3, 'dev': 4, 'server': 4, 'export': 5}
+rank = {'base': 0, 'io': 1, 'kernels': 1, 'model': 2, 'stages': 3, 'data': 4, 'server': 4, 'compress': 5, 'export': 5}
+public = {'mact.h': 0, 'mact_stages.h': 0, 'mact_data.h': 4, 'mact_compress.h': 5}  # the lowest layer that may include it
 bad, edges = [], collections.defaultdict(set)
 for root, _, files in os.walk('src'):
     for f in files:
@@ -87,7 +94,9 @@ for root, _, files in os.walk('src'):
         layer = path.split('/')[1]
         for m in re.finditer(r'^#include "([^"]+)"', open(path).read(), re.M):
             inc = m.group(1)
-            if inc in ('mact.h', 'mact_stages.h'): continue
+            if inc in public:
+                if public[inc] > rank.get(layer, 0): bad.append(f"{path} ({layer}) includes the toolkit header {inc}")
+                continue
             top = inc.split('/')[0]
             edges[path].add('src/' + inc)
             if top not in rank:
@@ -96,7 +105,7 @@ for root, _, files in os.walk('src'):
                 bad.append(f"{path} ({layer}) includes {inc} ({top})")
             if '/x86/' in inc and not path.startswith('src/kernels/') and 'test' not in path:
                 bad.append(f"{path} includes the x86 kernels' {inc}")
-print("FAIL layout_include_layers: " + "; ".join(bad) if bad else "PASS layout_include_layers (base <- io, kernels <- model <- stages <- dev <- export)")
+print("FAIL layout_include_layers: " + "; ".join(bad) if bad else "PASS layout_include_layers (base <- io, kernels <- model <- stages <- data, server <- compress, export)")
 
 # header include cycles
 state, cyc = {}, []
@@ -117,4 +126,23 @@ for root, _, files in os.walk('src'):
         n = sum(1 for _ in open(p, errors='replace'))
         if n > 1100: long.append(f"{p} ({n})")
 print("FAIL layout_file_length: over 1100 lines: " + ", ".join(long) if long else "PASS layout_file_length (every src/ file <= 1100 lines)")
+
+# docs/design.md's layout names every folder that holds sources
+design = open('docs/design.md').read()
+folders = sorted({root for top in ('src', 'tools', 'include') for root, _, files in os.walk(top)
+                  if any(f.endswith(('.c', '.h')) for f in files)})
+unnamed = [f for f in folders if f + '/' not in design]
+print("FAIL layout_design_names_folders: docs/design.md does not name " + ", ".join(unnamed) if unnamed
+      else f"PASS layout_design_names_folders ({len(folders)} source folders in docs/design.md)")
 PYEOF
+
+# the runtime library: no toolkit library, none of the libraries only the toolkits need (FFmpeg, the parquet codecs,
+# libzip, cairo)
+SO="$BUILD/libmact.so"
+if [ -f "$SO" ]; then
+    needed=$(readelf -d "$SO" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+    extra=$(for n in $needed; do case $n in libmact*|libav*|libsw*|libsnappy*|libzstd*|libzip*|libcairo*|libwebsockets*|libmsgpack*|libprotobuf*) echo "$n";; esac; done | tr '\n' ' ')
+    if [ -z "$needed" ]; then echo "FAIL layout_runtime_links: readelf -d $SO lists no NEEDED"
+    elif [ -n "$extra" ]; then echo "FAIL layout_runtime_links: $SO needs $extra"
+    else echo "PASS layout_runtime_links (NEEDED: $needed)"; fi
+else echo "FAIL layout_runtime_links: $SO missing (run make)"; fi

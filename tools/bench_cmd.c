@@ -30,7 +30,7 @@
 #include "mact.h"
 #include "mact_stages.h"
 #include "model/session.h"
-#include "dev/synth.h"
+#include "compress/synth.h"
 
 static double now_s(void)
 {
@@ -330,7 +330,6 @@ int cmd_bench(int argc, char **argv)
         mact_model_free(m);
         return 1;
     }
-    m->pack_cache = cache_status;
     double t_pack = now_s() - t0;
     const mact_config *c = &m->cfg;
     const int n_img = 2, K = c->tokens_per_image, need = 1 + n_img * (K + 2) + 1;

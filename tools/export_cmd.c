@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "commands.h"
+#include "common/cli.h"
 #include "mact.h"
 #include "export/export.h"
 #include "io/image.h"
@@ -28,44 +29,13 @@ static int usage_export(FILE *f)
     return 2;
 }
 
-/* numbers separated by commas / spaces / brackets, each a finite decimal inside float32's range */
+/* --state: the shared parser (tools/common/cli.h), with this command's messages */
 static int parse_state(const char *s, float *out, int cap, int *n)
 {
-    *n = 0;
-    while (*s) {
-        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '[' || *s == ']') s++;
-        if (!*s) break;
-        size_t l = strcspn(s, " ,\t[]");
-        char tok[512];
-        double v;
-        if (l >= sizeof tok || *n == cap) return -1;
-        memcpy(tok, s, l);
-        tok[l] = 0;
-        if (mact_parse_f64(tok, -3.4028234663852886e38, 3.4028234663852886e38, &v)) {
-            fprintf(stderr, "mact export: --state: '%.40s' is not a finite number\n", tok);
-            return -1;
-        }
-        out[(*n)++] = (float)v;
-        s += l;
-    }
-    return 0;
-}
-
-static int load_frame(const char *path, mact_image *img, char *err, size_t el)
-{
-    size_t l = strlen(path);
-    if (l > 4 && !strcmp(path + l - 4, ".npy")) {
-        mact_array a = {0};
-        if (mact_npy_read(path, &a, err, el)) return -1;
-        int rc = -1;
-        if (a.ndim != 3 || a.shape[2] != 3) snprintf(err, el, "%s: expected an HxWx3 array", path);
-        else if (a.dtype == MACT_U8) rc = mact_image_from_u8(a.data, a.shape[0], a.shape[1], img, err, el);
-        else if (a.dtype == MACT_F32) rc = mact_image_from_f32(a.data, a.shape[0], a.shape[1], img, err, el);
-        else snprintf(err, el, "%s: dtype %s; expected uint8 or float32", path, mact_dtype_name(a.dtype));
-        mact_array_free(&a);
-        return rc;
-    }
-    return mact_image_load_file(path, img, err, el);
+    char bad[64];
+    int rc = cli_parse_floats(s, out, cap, n, bad, sizeof bad);
+    if (rc == -1 || rc == -3) fprintf(stderr, "mact export: --state: '%.40s' is not a finite number\n", bad);
+    return rc ? -1 : 0;
 }
 
 static int cmd_export_golden(int argc, char **argv)
@@ -108,7 +78,7 @@ static int cmd_export_golden(int argc, char **argv)
     float *noise = NULL;
     int rc = 1;
     for (int i = 0; i < n_images; i++) {
-        if (load_frame(images[i], &imgs[i], err, sizeof err)) { fprintf(stderr, "mact export golden: --image %s: %s\n", images[i], err); goto done; }
+        if (mact_image_load_path(images[i], &imgs[i], err, sizeof err)) { fprintf(stderr, "mact export golden: --image %s: %s\n", images[i], err); goto done; }
         fr[i] = (mact_frame){.rgb = imgs[i].data, .height = (int)imgs[i].height, .width = (int)imgs[i].width};
     }
     o.frames = fr;

@@ -8,57 +8,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "commands.h"
+#include "common/cli.h"
 #include "io/image.h"
 #include "mact.h"
 #include "io/npy.h"
-#include "dev/npz_write.h"
-#include "dev/synth.h"
+#include "export/npz_write.h"
+#include "compress/synth.h"
 #include "base/parse.h"
 
 #define MAX_CAMS 8
-
-/* "0.1, -0.2 0.3" or "[0.1,-0.2,0.3]": numbers separated by commas and/or spaces, each strictly a finite
- * decimal number (no "nan", "inf", hex or trailing junk; any number of digits, underflow reads as 0).
- * -1: not a number (bad set to it), -2: over cap, -3: finite but outside float32's range (bad set to it). */
-static int parse_floats(const char *s, float *out, int cap, int *n, char *bad, size_t badcap)
-{
-    *n = 0;
-    while (*s) {
-        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '[' || *s == ']') s++;
-        if (!*s) break;
-        size_t l = strcspn(s, " ,\t[]");
-        char tok[1024];
-        double v;
-        if (l >= sizeof tok) { snprintf(bad, badcap, "%.40s...", s); return -1; }
-        memcpy(tok, s, l);
-        tok[l] = 0;
-        int pr = mact_parse_f64(tok, -DBL_MAX, DBL_MAX, &v);
-        if (pr == 0 && fabs(v) > 3.4028234663852886e38) { snprintf(bad, badcap, "%.40s%s", tok, l > 40 ? "..." : ""); return -3; }
-        if (pr) { snprintf(bad, badcap, "%.40s%s", tok, l > 40 ? "..." : ""); return -1; }
-        if (*n == cap) return -2;
-        out[(*n)++] = (float)v;
-        s += l;
-    }
-    return 0;
-}
-
-/* PNG/JPEG by content, or an .npy HxWx3 array (uint8, or float in [0, 1]). */
-static int load_frame(const char *path, mact_image *img, char *err, size_t el)
-{
-    size_t l = strlen(path);
-    if (l > 4 && !strcmp(path + l - 4, ".npy")) {
-        mact_array a = {0};
-        if (mact_npy_read(path, &a, err, el)) return -1;
-        int rc = -1;
-        if (a.ndim != 3 || a.shape[2] != 3) snprintf(err, el, "%s: expected an HxWx3 array", path);
-        else if (a.dtype == MACT_U8) rc = mact_image_from_u8(a.data, a.shape[0], a.shape[1], img, err, el);
-        else if (a.dtype == MACT_F32) rc = mact_image_from_f32(a.data, a.shape[0], a.shape[1], img, err, el);
-        else snprintf(err, el, "%s: dtype %s; expected uint8 or float32", path, mact_dtype_name(a.dtype));
-        mact_array_free(&a);
-        return rc;
-    }
-    return mact_image_load_file(path, img, err, el);
-}
 
 static int dump_tensor(const mact_session *s, const char *dir, const char *name, char *err, size_t el)
 {
@@ -69,7 +27,7 @@ static int dump_tensor(const mact_session *s, const char *dir, const char *name,
     memcpy(a.data, v.data, a.nbytes);
     char p[4200];
     snprintf(p, sizeof p, "%.4000s/%.64s.npy", dir, name);
-    int rc = mact_npy_write(p, &a, err, el);  /* temporary name + rename (src/dev/npz_write.c) */
+    int rc = mact_npy_write(p, &a, err, el);  /* temporary name + rename (src/export/npz_write.c) */
     mact_array_free(&a);
     return rc;
 }
@@ -166,7 +124,7 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     float state[64], *noise = NULL, *actions = NULL, *prev = NULL;
     int ns = 0, rc = 1;
     char bad[64] = "";
-    int pf = parse_floats(a->state, state, 64, &ns, bad, sizeof bad);
+    int pf = cli_parse_floats(a->state, state, 64, &ns, bad, sizeof bad);
     /* exit 1 like the library's refusal of a non-finite state (the value is data, not usage) */
     if (pf == -1) { fprintf(stderr, "mact: --state: '%s' is not a number: state values must be finite decimals\n", bad); return 1; }
     if (pf == -2) { fprintf(stderr, "mact: --state: more than the limit of 64 numbers\n"); return 1; }
@@ -335,7 +293,7 @@ int cmd_run(int argc, char **argv)
     char err[1024];
     int rc = 1;
     for (int i = 0; i < a.n_images; i++) {
-        if (load_frame(a.images[i], &imgs[i], err, sizeof err)) { fprintf(stderr, "mact: --image %s: %s\n", a.images[i], err); goto out; }
+        if (mact_image_load_path(a.images[i], &imgs[i], err, sizeof err)) { fprintf(stderr, "mact: --image %s: %s\n", a.images[i], err); goto out; }
         fr[i] = (mact_frame){.rgb = imgs[i].data, .height = (int)imgs[i].height, .width = (int)imgs[i].width};
     }
     rc = predict_and_print(&a, fr);

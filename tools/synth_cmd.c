@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "base/parse.h"
-#include "dev/synth.h"
+#include "compress/synth.h"
 
 int cmd_synth(int argc, char **argv);
 

@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "mact.h"
+#include "base/err.h"
 
 static int ferr(char *err, size_t el, int code, const char *path, const char *what)
 {
@@ -149,4 +151,19 @@ int mact_file_write_atomic(const char *path, const void *data, size_t len, char 
     if (close(fd) != 0) ok = 0;
     if (!ok) { unlink(tmp); return ferr(err, el, MACT_ERR_IO, path, strerror(e ? e : EIO)); }
     return mact_file_commit(tmp, path, 1, err, el);
+}
+
+int mact_file_mkdirs(const char *path, char *err, size_t el)
+{
+    char b[4096];
+    if (!path || !path[0] || snprintf(b, sizeof b, "%s", path) >= (int)sizeof b)
+        return mact_errf(err, el, MACT_ERR_IO, "cannot create '%s': no path, or too long", path ? path : "");
+    for (char *q = b + 1; *q; q++)
+        if (*q == '/') {
+            *q = 0;
+            if (mkdir(b, 0777) && errno != EEXIST) return mact_errf(err, el, MACT_ERR_IO, "cannot create %s: %s", b, strerror(errno));
+            *q = '/';
+        }
+    if (mkdir(b, 0777) && errno != EEXIST) return mact_errf(err, el, MACT_ERR_IO, "cannot create %s: %s", b, strerror(errno));
+    return 0;
 }

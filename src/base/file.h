@@ -28,4 +28,7 @@ int mact_file_tmp_name(const char *path, char *tmp, size_t cap);
 int mact_file_commit(const char *tmp, const char *path, int ok, char *err, size_t errlen);
 /* Writes len bytes to path through a temporary name. */
 int mact_file_write_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* mkdir -p path (mode 0777 before the umask): 0, or MACT_ERR_IO naming the folder that could not be made. */
+int mact_file_mkdirs(const char *path, char *err, size_t errlen);
 #endif

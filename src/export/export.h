@@ -1,5 +1,5 @@
 /* mact export: the seed's deployment inputs straight from a checkpoint (docs/export.md). Development code,
- * built into libmact_dev.a (never into libmact.so).
+ * built into libmact_export.a (never into libmact.so).
  *
  * golden: the parity file set of one fp32 inference (docs/design.md "Golden files", the seed's key names and
  *   shapes), which `mact parity` reads back.

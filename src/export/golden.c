@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 #include "export/export.h"
 #include "mact_stages.h"
-#include "dev/npz_write.h"
+#include "export/npz_write.h"
 #include "io/npy.h"
 
 typedef struct {

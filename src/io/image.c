@@ -17,6 +17,7 @@
 #include <jpeglib.h>
 #include "mact.h"
 #include "base/err.h"
+#include "io/npy.h"
 
 #define set_err mact_errf  /* one formatter for every module's errors */
 
@@ -503,4 +504,21 @@ int mact_image_preprocess(const uint8_t *src, int64_t src_h, int64_t src_w, int6
     if (!rc) rc = mact_image_patchify(tmp, out_h, out_w, patch, pixel_values, out_count, err, errlen);
     free(tmp);
     return rc;
+}
+
+int mact_image_load_path(const char *path, mact_image *img, char *err, size_t el)
+{
+    size_t l = strlen(path);
+    if (l > 4 && !strcmp(path + l - 4, ".npy")) {
+        mact_array a = {0};
+        if (mact_npy_read(path, &a, err, el)) return -1;
+        int rc = -1;
+        if (a.ndim != 3 || a.shape[2] != 3) snprintf(err, el, "%s: expected an HxWx3 array", path);
+        else if (a.dtype == MACT_U8) rc = mact_image_from_u8(a.data, a.shape[0], a.shape[1], img, err, el);
+        else if (a.dtype == MACT_F32) rc = mact_image_from_f32(a.data, a.shape[0], a.shape[1], img, err, el);
+        else snprintf(err, el, "%s: dtype %s; expected uint8 or float32", path, mact_dtype_name(a.dtype));
+        mact_array_free(&a);
+        return rc;
+    }
+    return mact_image_load_file(path, img, err, el);
 }

@@ -49,6 +49,8 @@ int mact_image_from_u8(const uint8_t *hwc, int64_t h, int64_t w, mact_image *out
 int mact_image_from_f32(const float *hwc, int64_t h, int64_t w, mact_image *out, char *err,
                         size_t errlen);
 void mact_image_free(mact_image *img);
+/* An image file: PNG / JPEG by content, or an .npy HxWx3 array (uint8, or float32 in [0, 1]) by its name. */
+int mact_image_load_path(const char *path, mact_image *out, char *err, size_t errlen);
 
 /* Bilinear resize of an RGB uint8 array [src_h, src_w, 3] to [dst_h, dst_w, 3], ignoring aspect
  * ratio, with the arithmetic of PyTorch's float upsample_bilinear2d (align_corners=False, no

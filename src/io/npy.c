@@ -1,5 +1,5 @@
 /* .npy reader and the array helpers (npz archives: npz.c). See npy.h for the contract; writing is
- * src/dev/npz_write.c.
+ * src/export/npz_write.c.
  *
  * npy is parsed by hand from memory (files are mmapped read-only), so a corrupt file can only cause
  * bounds-checked failures. npz goes through libzip over the same in-memory image: this file keeps only

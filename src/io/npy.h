@@ -1,5 +1,5 @@
 /* .npy / .npz reading for golden files and tensor dumps (writing, development code, is
- * src/dev/npz_write.h).
+ * src/export/npz_write.h).
  *
  * Supported element types (little-endian): f4 f8 f2 i8 i4 i2 i1 u1 u2 u4 u8 b1, mapped onto the
  * MACT_* dtype enum of safetensors.h. Big-endian, structured and object arrays are rejected.
@@ -66,7 +66,7 @@ void mact_npz_free(mact_npz *z);
  * product(shape) * itemsize, data non-NULL when nbytes > 0. Messages start with `what`. */
 int mact_array_check(const mact_array *a, const char *what, char *err, size_t errlen);
 /* numpy's descr of dtype ("<f4", "|u1", "|b1", ...) into out (at least 8 bytes); -1 for BF16, which
- * numpy lacks, and unknown values. One table serves the reader here and the writer in src/dev. */
+ * numpy lacks, and unknown values. One table serves the reader here and the writer in src/export/npz_write.c. */
 int mact_npy_descr(int dtype, char *out, size_t cap);
 /* A shape in Python's tuple syntax, as npy headers write it: "()", "(3,)", "(2, 3)". */
 void mact_npy_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape);

@@ -18,6 +18,7 @@
 /* Largest auxiliary JSON file read whole (config.json, norm_stats.json, adapter_config.json, ...). */
 #define MACT_JSON_FILE_MAX ((size_t)64 << 20)
 #include "io/npy.h"
+#include "io/so101.h"
 #include "io/normstats.h"
 #include "io/tokenizer.h"
 #include "kernels/kernels.h"
@@ -411,11 +412,10 @@ static void load_optional(struct mact_model *m)
     snprintf(path, sizeof path, "%s/policy_preprocessor.json", m->dir);
     if (!mact_read_file(path, &txt, NULL)) {
         if (strstr(txt, "StateFrameTransform") || strstr(txt, "state_frame_transform")) {
-            static const float sg[6] = {1, -1, 1, 1, 1, 1}, off[6] = {0, 90, 90, 0, 0, 0};
             m->frame_transform = 1;
-            m->frame_dim = 6;
-            memcpy(m->frame_signs, sg, sizeof sg);
-            memcpy(m->frame_offsets, off, sizeof off);
+            m->frame_dim = MACT_SO101_DIM;
+            memcpy(m->frame_signs, mact_so101_signs, sizeof mact_so101_signs);
+            memcpy(m->frame_offsets, mact_so101_offsets, sizeof mact_so101_offsets);
         }
         free(txt);
     }

@@ -148,7 +148,8 @@ enum { MACT_PACK_CACHE_NONE = 0, MACT_PACK_CACHE_LOADED = 1, MACT_PACK_CACHE_WRI
  * the embeddings); lm = 1 for the LLM's and the action expert's (the weights INT8 mode quantizes). */
 void mact_model_for_each_weight(struct mact_model *m, void (*f)(mact_tensor *t, int lm, void *ctx), void *ctx);
 /* packs.c: pack every weight for m->ops / m->kprec (or map them from cache_dir's pack cache; cache problems
- * never fail the call, *cache_status says what happened), splitting the work over pool; 0 or an error. */
+ * never fail the call, *cache_status says what happened, and the model records it: mact_model_info.pack_cache),
+ * splitting the work over pool; 0 or an error. */
 int mact_model_pack(struct mact_model *m, mact_pool *pool, const char *cache_dir, int *cache_status, char *err,
                     size_t errlen);
 void mact_model_unpack(struct mact_model *m);

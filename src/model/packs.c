@@ -314,6 +314,7 @@ int mact_model_pack(struct mact_model *m, mact_pool *pool, const char *cache_dir
     }
     if (!L.n) {
         free(L.r);
+        m->pack_cache = MACT_PACK_CACHE_NONE;
         return 0;
     }
     size_t total = 0;
@@ -374,6 +375,7 @@ int mact_model_pack(struct mact_model *m, mact_pool *pool, const char *cache_dir
     m->packs_map = map;
     m->packs_map_len = map_len;
     m->packed_bytes = total;
+    m->pack_cache = *cache_status;  /* what mact_model_info reports, for a caller that packs after load (mact bench) */
     free(L.r);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* The tensor table: the one list of every tensor a MolmoAct2 checkpoint holds, with the shape its config
  * implies and how the runtime treats it. Every use walks this list: binding and validation at load
  * (model.c), the component table of describe, packing (model/packs.c, through mact_model_for_each_weight),
- * and the synthetic checkpoints (src/dev/synth.c). */
+ * and the synthetic checkpoints (src/compress/synth.c). */
 #ifndef MACT_MODEL_TABLE_H
 #define MACT_MODEL_TABLE_H
 #include "model/model.h"

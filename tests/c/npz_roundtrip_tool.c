@@ -1,5 +1,5 @@
 /* Helper for tests/test_npz_numpy.sh, built by the Makefile as $(BUILD)/tests/npz_roundtrip_tool
- * (linked like the tests: libmact_dev.a for the writers, libmact.a). Modes:
+ * (linked like the tests: libmact_export.a for the writers, libmact.a). Modes:
  *   npy IN.npy OUT.npy                 read, write back
  *   npz IN.npz OUT.npz FLAGS           read every member, write back with mact_npz_write flags
  *                                      (0 stored, 1 deflate, 256/257 the same with forced zip64)
@@ -9,7 +9,7 @@
  *                                      is (31k + 17j + 5) & 255, bool bytes are ((7k + j) % 3 == 0)
  * Exit status 0 on success; errors go to stderr. */
 #include "io/npy.h"
-#include "dev/npz_write.h"
+#include "export/npz_write.h"
 #include "io/safetensors.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* tier: fast — the parquet reader (src/io/parquet.c) against the dev writer (src/dev/pq_write.c):
+/* tier: fast — the parquet reader (src/data/parquet.c) against the dev writer (src/data/pq_write.c):
  *   pq_roundtrip_*     every column kind (float32/64, int32/64, bool, string, float lists, string lists, the
  *                      {bytes, path} image struct) in every layout variant (dictionary, PLAIN, the
  *                      dictionary->PLAIN fallback, several pages, several row groups, V2 pages, each codec)
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "th.h"
-#include "io/parquet.h"
-#include "dev/pq_write.h"
+#include "data/parquet.h"
+#include "data/pq_write.h"
 
 #define N 203
 

@@ -3,7 +3,7 @@
  * files that must fail with a clear message, and exhaustive truncation / byte-flip sweeps that must
  * never crash (run under ASan+UBSan by `make asan`). */
 #include "io/npy.h"
-#include "dev/npz_write.h"
+#include "export/npz_write.h"
 #include "th.h"
 
 #include <math.h>

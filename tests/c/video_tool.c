@@ -1,5 +1,5 @@
 /* Test helper for tests/test_dataset_video.sh (not a suite: its name has no test_ prefix).
- *   video_tool write FILE.mp4 CODEC W H FPS N       N frames numbered 0..N-1 (src/dev/video_write.h)
+ *   video_tool write FILE.mp4 CODEC W H FPS N       N frames numbered 0..N-1 (src/data/video_write.h)
  *   video_tool info FILE.mp4                        codec, size, n_frames, fps, duration (mact_video_info)
  *   video_tool at FILE.mp4 T [TOL]                  the number carried by the frame at T seconds
  *   video_tool seq DIR CAMERA                       every frame of every episode in order: its number must
@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "io/lerobot.h"
-#include "io/video.h"
-#include "dev/video_write.h"
+#include "data/lerobot.h"
+#include "data/video.h"
+#include "data/video_write.h"
 
 static int die(const char *m) { fprintf(stderr, "video_tool: %s\n", m); return 1; }
 

@@ -1,4 +1,4 @@
-/* Synthetic LeRobot datasets (src/dev/lerobot_synth.h). */
+/* Synthetic LeRobot datasets (src/data/lerobot_synth.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,28 +8,20 @@
 #include <zlib.h>
 #include "mact.h"
 #include "base/err.h"
+#include "base/file.h"
 #include "base/rng.h"
-#include "dev/lerobot_synth.h"
-#include "dev/pq_write.h"
-#include "dev/video_write.h"
+#include "io/so101.h"
+#include "data/lerobot_synth.h"
+#include "data/pq_write.h"
+#include "data/video_write.h"
 
-const char *mact_lrs_variants(void) { return "pyarrow plain fallback multipage rowgroups v2pages zstd gzip uncompressed"; }
+const char *mact_lerobot_synth_variants(void) { return "pyarrow plain fallback multipage rowgroups v2pages zstd gzip uncompressed"; }
 
 static double urand(mact_rng *r) { return (double)(mact_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
 static double nrand(mact_rng *r) { double u = urand(r) + 1e-12, v = urand(r); return sqrt(-2 * log(u)) * cos(6.283185307179586 * v); }
 
-static int mkdirs(const char *path)
-{
-    char b[4096];
-    snprintf(b, sizeof b, "%s", path);
-    for (char *p = b + 1; *p; p++)
-        if (*p == '/') { *p = 0; if (mkdir(b, 0777) && errno != EEXIST) return -1; *p = '/'; }
-    return mkdir(b, 0777) && errno != EEXIST ? -1 : 0;
-}
-
-static const char *so_names[6] = {"shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"};
-static const char *lib_state_names[8] = {"x", "y", "z", "axis_angle1", "axis_angle2", "axis_angle3", "gripper_qpos1", "gripper_qpos2"};
-static const char *lib_action_names[7] = {"x", "y", "z", "roll", "pitch", "yaw", "gripper"};
+static const char *const lib_state_names[8] = {"x", "y", "z", "axis_angle1", "axis_angle2", "axis_angle3", "gripper_qpos1", "gripper_qpos2"};
+static const char *const lib_action_names[7] = {"x", "y", "z", "roll", "pitch", "yaw", "gripper"};
 static const char *const tasks_so[] = {"pick up the cube", "put the cube in the bowl", "push the block left"};
 static const char *const tasks_lib[] = {"put the bowl on the plate", "open the top drawer", "turn on the stove"};
 /* camera keys: LIBERO's (PNG structs, or videos as in lerobot/libero) and SO-101's usual pair (videos) */
@@ -120,7 +112,7 @@ static uint8_t *make_png(int frame, int cam, size_t *len)
     return o;
 }
 
-static void names_json(FILE *f, const char **n, int k)
+static void names_json(FILE *f, const char *const *n, int k)
 {
     fputc('[', f);
     for (int i = 0; i < k; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", n[i]);
@@ -148,9 +140,17 @@ static int write_info(const char *dir, const mact_lrs_options *o, int n_ep, int6
                                                  : "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4");
     fprintf(f, "  \"synthetic_generator\": \"mact synth-dataset seed %llu\",\n  \"features\": {\n", (unsigned long long)o->seed);
     fprintf(f, "    \"action\": {\"dtype\": \"float32\", \"shape\": [%d], \"names\": ", ad);
-    if (o->libero) names_json(f, lib_action_names, 7); else names_json(f, so_names, 6);
+    if (o->libero) names_json(f, lib_action_names, 7); else names_json(f, mact_so101_joints, 6);
     fprintf(f, "},\n    \"observation.state\": {\"dtype\": \"float32\", \"shape\": [%d], \"names\": ", sd);
-    if (o->libero) { fputs("{\"motors\": ", f); names_json(f, lib_state_names, 8); fputc('}', f); } else names_json(f, so_names, 6);
+    if (o->state_names) {  /* the caller's, comma-separated (checked by mact_lerobot_synth) */
+        fputc('[', f);
+        for (const char *p = o->state_names, *q; *p; p = *q ? q + 1 : q) {
+            q = strchr(p, ',');
+            if (!q) q = p + strlen(p);
+            fprintf(f, "%s\"%.*s\"", p == o->state_names ? "" : ", ", (int)(q - p), p);
+        }
+        fputc(']', f);
+    } else if (o->libero) { fputs("{\"motors\": ", f); names_json(f, lib_state_names, 8); fputc('}', f); } else names_json(f, mact_so101_joints, 6);
     fputs("},\n", f);
     for (int c = 0; o->video && c < 2; c++)  /* LeRobot's video feature (docs/spec/datasets.md 1.2) */
         fprintf(f, "    \"%s\": {\"dtype\": \"video\", \"shape\": [%d, %d, 3], \"names\": [\"height\", \"width\", \"channels\"], "
@@ -240,7 +240,7 @@ static int write_videos(const char *dir, const mact_lrs_options *o, int E, const
                 w = NULL;
                 if (v3) snprintf(p, sizeof p, "%s/videos/%s/chunk-000", dir, CAMS(o)[c]);
                 else snprintf(p, sizeof p, "%s/videos/chunk-000/%s", dir, CAMS(o)[c]);
-                if (mkdirs(p)) return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
+                if (mact_file_mkdirs(p, NULL, 0)) return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
                 size_t l = strlen(p);
                 if (v3) snprintf(p + l, sizeof p - l, "/file-%03d.mp4", e / per);
                 else snprintf(p + l, sizeof p - l, "/episode_%06d.mp4", e);
@@ -258,7 +258,7 @@ static int write_videos(const char *dir, const mact_lrs_options *o, int E, const
     return rc;
 }
 
-int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, size_t el)
+mact_status mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, size_t el)
 {
     mact_lrs_options o = *o0;
     if (!o.version) o.version = 21;
@@ -273,8 +273,17 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
         if (!o.video_h) o.video_h = 64;
         if (o.max_len > 4095) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: video frames carry 12-bit frame numbers: episodes of at most 4095 frames");
     }
+    if (o.state_names) {  /* one plain name per state dim */
+        int n = 1, sd0 = o.libero ? 8 : 6;
+        for (const char *p = o.state_names; *p; p++) {
+            n += *p == ',';
+            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --state-names: a name with a quote, backslash or control character");
+        }
+        if (n != sd0 || strstr(o.state_names, ",,") || o.state_names[0] == ',' || !o.state_names[0] || o.state_names[strlen(o.state_names) - 1] == ',')
+            return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --state-names wants %d non-empty names, comma-separated", sd0);
+    }
     pqw_options po;
-    if (set_variant(o.variant, &po)) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: unknown variant '%s' (%s)", o.variant, mact_lrs_variants());
+    if (set_variant(o.variant, &po)) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: unknown variant '%s' (%s)", o.variant, mact_lerobot_synth_variants());
     int rowgroups = o.variant && !strcmp(o.variant, "rowgroups");
     mact_rng r;
     mact_rng_seed(&r, o.seed);
@@ -323,10 +332,10 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
         }
     }
     snprintf(p, sizeof p, "%s/meta", dir);
-    if (mkdirs(p)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p); goto out; }
+    if (mact_file_mkdirs(p, NULL, 0)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p); goto out; }
     if (write_info(dir, &o, E, total, 3)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write info.json"); goto out; }
     snprintf(p, sizeof p, "%s/data/chunk-000", dir);
-    if (mkdirs(p)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p); goto out; }
+    if (mact_file_mkdirs(p, NULL, 0)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p); goto out; }
     if (o.version == 21) {
         snprintf(p, sizeof p, "%s/meta/tasks.jsonl", dir);
         FILE *f = fopen(p, "w");
@@ -386,7 +395,7 @@ int mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, s
     }
     if (!rc) {  /* meta/episodes/chunk-000/file-000.parquet */
         snprintf(p, sizeof p, "%s/meta/episodes/chunk-000", dir);
-        if (mkdirs(p)) rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
+        if (mact_file_mkdirs(p, NULL, 0)) rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
         int64_t *ei = malloc((size_t)E * 8), *ln = malloc((size_t)E * 8), *ci = calloc((size_t)E, 8), *fi = malloc((size_t)E * 8),
                 *dfrom = malloc((size_t)E * 8), *dto = malloc((size_t)E * 8);
         const char **tl = malloc((size_t)E * sizeof *tl);

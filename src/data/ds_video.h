@@ -5,8 +5,8 @@
 #define MACT_TOOLS_DS_VIDEO_H
 #include <stddef.h>
 #include <stdint.h>
-#include "io/lerobot.h"
-#include "io/video.h"
+#include "data/lerobot.h"
+#include "data/video.h"
 
 typedef struct {
     mact_video *v;       /* NULL until the first episode */

@@ -1,5 +1,5 @@
 /* ViT depth pruning of a checkpoint (prune.h; docs/compression.md). */
-#include "dev/prune.h"
+#include "compress/prune.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -16,7 +16,7 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "io/safetensors.h"
-#include "dev/st_write.h"
+#include "compress/st_write.h"
 
 #define E(code, ...) mact_errf(err, errlen, (code), __VA_ARGS__)
 static const char BLOCKS[] = "image_vit.transformer.resblocks.";
@@ -675,7 +675,7 @@ static int copy_tree(const char *src, const char *dst, char *err, size_t errlen)
     return rc;
 }
 
-int mact_prune(const char *model_dir, const int *keep, int n_keep, const int *user_taps, int n_user_taps,
+mact_status mact_prune(const char *model_dir, const int *keep, int n_keep, const int *user_taps, int n_user_taps,
                const char *out_dir, FILE *log, char *err, size_t errlen)
 {
     mact_vit_geometry g;

@@ -1,4 +1,4 @@
-/* Video decoding through libavformat / libavcodec / libswscale (src/io/video.h). */
+/* Video decoding through libavformat / libavcodec / libswscale (src/data/video.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include <libswscale/swscale.h>
 #include "mact.h"
 #include "base/err.h"
-#include "io/video.h"
+#include "data/video.h"
 
 /* PyAV (LeRobot's pyav backend) converts with SWS_BILINEAR and nothing else; same-size yuv420p -> RGB24
  * only interpolates chroma, so the flag decides the chroma upsampling and the rounding path. */

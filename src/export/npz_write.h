@@ -1,4 +1,4 @@
-/* .npy / .npz writing: development code (tensor dumps, golden files, tests), built into libmact_dev.a
+/* .npy / .npz writing: development code (tensor dumps, golden files, tests), built into libmact_export.a
  * and kept out of libmact.so; reading is io/npy.h.
  *
  * Both writers build the file under a temporary name in the target's directory and rename it into

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "io/npy.h"
-#include "dev/parity.h"
+#include "export/parity.h"
 #include "base/file.h"
 #include "base/json.h"
 #include "model/session.h"

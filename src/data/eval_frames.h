@@ -10,7 +10,7 @@
 #define MACT_TOOLS_EVAL_FRAMES_H
 #include <stdint.h>
 #include "io/image.h"
-#include "io/lerobot.h"
+#include "data/lerobot.h"
 
 #define EVF_MAX_CAMS 8
 

@@ -1,4 +1,4 @@
-/* Parquet writer for generated test data (src/dev/pq_write.h). */
+/* Parquet writer for generated test data (src/data/pq_write.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include <zstd.h>
 #include "mact.h"
 #include "base/err.h"
-#include "dev/pq_write.h"
+#include "data/pq_write.h"
 
 typedef struct { uint8_t *p; size_t n, cap; int oom; } wbuf;
 

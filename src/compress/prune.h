@@ -13,8 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define MACT_PRUNE_MAX_TAPS 8
-#define MACT_PRUNE_MAX_BLOCKS 4096
+#include "mact_compress.h"
 
 typedef struct {
     int cfg_layers;                     /* vit_config.num_hidden_layers (27 when absent) */
@@ -38,11 +37,7 @@ int mact_prune_check_keep(const mact_vit_geometry *g, const int *keep, int n_kee
 int mact_prune_taps(const mact_vit_geometry *g, const int *keep, int n_keep, const int *user, int n_user, int *raw,
                     int *sblock, int *lands, char *err, size_t errlen);
 
-/* Writes the pruned checkpoint to out_dir, which must not exist: everything goes to a temporary directory
- * next to it, renamed at the end, so a refusal or failure leaves nothing. log (may be NULL): one line per
- * file written and the tap mapping. */
-int mact_prune(const char *model_dir, const int *keep, int n_keep, const int *user_taps, int n_user_taps,
-               const char *out_dir, FILE *log, char *err, size_t errlen);
+/* mact_prune: include/mact_compress.h */
 
 /* config.json text with vit_config.num_hidden_layers = layers and adapter_config.vit_layers = taps[n_taps],
  * every other byte unchanged (a number is rewritten only when its value changes). malloc'd; NULL + err. */

@@ -1,5 +1,5 @@
 /* safetensors header writer (st_write.h). */
-#include "dev/st_write.h"
+#include "compress/st_write.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
-/* .npy / .npz writing (development code, libmact_dev.a). See npz_write.h for the contract.
+/* .npy / .npz writing (development code, libmact_export.a). See npz_write.h for the contract.
  *
  * The npy header is built here by hand, in numpy's own layout; the zip container is libzip's. */
-#include "dev/npz_write.h"
+#include "export/npz_write.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* Parquet reader (src/io/parquet.h; the format subset is docs/spec/datasets.md 3.3). */
+/* Parquet reader (src/data/parquet.h; the format subset is docs/spec/datasets.md 3.3). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include "mact.h"
 #include "base/err.h"
 #include "base/file.h"
-#include "io/parquet.h"
+#include "data/parquet.h"
 
 #define PQ_MAX_SCHEMA 100000
 #define PQ_MAX_DEPTH 32

@@ -1,4 +1,4 @@
-/* Test videos (src/dev/video_write.h). */
+/* Test videos (src/data/video_write.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include <libavutil/opt.h>
 #include "mact.h"
 #include "base/err.h"
-#include "dev/video_write.h"
+#include "data/video_write.h"
 
 struct mact_vw {
     char path[4096];

@@ -1,4 +1,4 @@
-/* The safetensors header writer shared by `mact synth` (src/dev/synth.c) and `mact prune` (src/dev/prune.c).
+/* The safetensors header writer shared by `mact synth` (src/compress/synth.c) and `mact prune` (src/compress/prune.c).
  * The layout is what the safetensors packages write: an 8-byte little-endian header length, the header JSON
  * (compact, the tensors in data order with contiguous data_offsets), padded with spaces to a multiple of 8
  * so the data section starts 8-byte aligned. */

@@ -1,4 +1,4 @@
-/* LeRobot dataset reader (src/io/lerobot.h). */
+/* LeRobot dataset reader (src/data/lerobot.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +8,9 @@
 #include "mact.h"
 #include "base/err.h"
 #include "base/file.h"
-#include "io/lerobot.h"
-#include "io/parquet.h"
-#include "io/video.h"
+#include "data/lerobot.h"
+#include "data/parquet.h"
+#include "data/video.h"
 
 #define LD_MAX_EPISODES 10000000
 #define LD_MAX_JSON (256u << 20)

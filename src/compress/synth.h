@@ -1,4 +1,5 @@
-/* Random MolmoAct2 checkpoints written from C (no Python): `mact synth`, `mact demo`, `mact bench`.
+/* Random MolmoAct2 checkpoints written from C (no Python): `mact synth`, `mact demo`, `mact bench` (the public
+ * functions are in include/mact_compress.h).
  *
  * mact_synth writes OUT_DIR/{config.json, model.safetensors, norm_stats.json, tokenizer.json} in the
  * real HF layout of docs/design.md, which mact_model_load (and tests/reference/molmoact2_ref.py)
@@ -42,38 +43,8 @@
 #define MACT_SYNTH_H
 #include <stddef.h>
 #include <stdint.h>
-#include "mact.h"
+#include "mact_compress.h"
 
-enum { MACT_SYNTH_MIXED = 0, MACT_SYNTH_F32 = 1, MACT_SYNTH_BF16 = 2 };
-
-typedef struct {
-    int dtype_mode;   /* MACT_SYNTH_* */
-    int no_lm_head;   /* skip lm_head.weight (the loader treats it as optional); ln_f is kept */
-    int n_threads;    /* 0: OpenMP's default */
-} mact_synth_options;
-
-typedef struct {
-    int64_t n_tensors;
-    int64_t n_params;
-    int64_t weight_bytes;   /* size of model.safetensors */
-    int64_t total_bytes;    /* all four files */
-    double seconds;         /* wall time of the whole call */
-    double weight_seconds;  /* wall time spent generating + writing model.safetensors */
-} mact_synth_result;
-
-/* Presets "tiny", "libero", "so101"; dtype_mode MACT_SYNTH_*. Creates out_dir (and its parents) when
- * missing and overwrites the four files. Errors: MACT_ERR_INPUT (unknown preset or dtype),
- * MACT_ERR_IO (cannot create or write, e.g. disk full), MACT_ERR_NOMEM. */
-int mact_synth(const char *preset, const char *out_dir, uint64_t seed, int dtype_mode, char *err,
-               size_t errlen);
-/* Same with options (NULL = defaults) and an optional result report (res may be NULL). */
-int mact_synth_ex(const char *preset, const char *out_dir, uint64_t seed, const mact_synth_options *opt,
-                  mact_synth_result *res, char *err, size_t errlen);
-
-/* "mixed" / "f32" / "bf16" -> MACT_SYNTH_*, -1 when unknown; and back ("?" when out of range). */
-int mact_synth_dtype_from_name(const char *name);
-const char *mact_synth_dtype_name(int dtype_mode);
-/* Comma-separated preset names, for usage messages. */
-const char *mact_synth_presets(void);
+/* mact_synth, mact_synth_ex, the options and the dtype / preset names: include/mact_compress.h */
 
 #endif

@@ -1,9 +1,9 @@
 /* The frame producer of `mact eval` (eval_frames.h). Videos are decoded with one decoder thread each: the
  * producer runs beside the inference's pool, and a sequential forward decode needs no more. The queue holds a few frames: enough to cover the jitter
  * of one decode, small enough that the images waiting in it stay a few megabytes at full camera size. */
-#include "eval_frames.h"
+#include "data/eval_frames.h"
 #include <math.h>
-#include "ds_video.h"
+#include "data/ds_video.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

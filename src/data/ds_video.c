@@ -1,4 +1,4 @@
-#include "ds_video.h"
+#include "data/ds_video.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
