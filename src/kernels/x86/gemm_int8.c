@@ -1,4 +1,4 @@
-/* The int8 GEMM of MACT_PREC_INT8: y[M, N] = x[M, K] W[N, K]^T on a weight packed as MACT_PACK_I8
+/* The int8 GEMM of MACT_PRECISION_INT8: y[M, N] = x[M, K] W[N, K]^T on a weight packed as MACT_PACK_I8
  * (pack.c: per-output-channel symmetric int8, 64-column panels of k quads).
  *
  * Arithmetic (identical in the AVX512-VNNI and plain-C kernels, so the tests can compare them exactly up
