@@ -3,31 +3,13 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
+#include "base/rng.h"
 #include "io/image.h"
 #include "io/normstats.h"
 #include "stages/prompt.h"
 #include "model/session.h"
 #include "io/tokenizer.h"
 
-
-/* xoshiro256** seeded by splitmix64; Gaussian by Box-Muller. */
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
-    return r;
-}
-static void seed_rng(uint64_t *s, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) {
-        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        s[i] = z ^ (z >> 31);
-    }
-}
-static double uniform01(uint64_t *s) { return ((next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 mact_status mact_tokenize(const mact_model *m, const char *text, int64_t *ids, size_t cap, size_t *n, char *err,
                           size_t el)
@@ -160,12 +142,9 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     /* noise */
     if (o.noise) memcpy(s->noise, o.noise, (size_t)H * A * sizeof(float));
     else {
-        seed_rng(s->rng, o.seed);
-        for (int i = 0; i < H * A; i += 2) {
-            double u1 = uniform01(s->rng), u2 = uniform01(s->rng), r = sqrt(-2.0 * log(u1));
-            s->noise[i] = (float)(r * cos(2 * M_PI * u2));
-            if (i + 1 < H * A) s->noise[i + 1] = (float)(r * sin(2 * M_PI * u2));
-        }
+        mact_rng r;
+        mact_rng_seed(&r, o.seed);
+        mact_rng_normal_f32(&r, s->noise, (int64_t)H * A);
     }
     memcpy(s->traj, s->noise, (size_t)H * A * sizeof(float));
     mact_rtc_options rtc = in->rtc;
