@@ -122,17 +122,17 @@ MACT_API const char *mact_precision_str(mact_precision precision);
 /* Which kernels run the ops. AUTO picks the best the CPU has (once, from its features); REF forces the
  * plain-C reference kernels for every op (any CPU; for tests and bug reports); the x86 levels (x86-64
  * builds) and the ARM64 NEON levels (aarch64 builds) cap the choice (clamped to what the CPU has).
- * $MACT_KERNELS ("auto", "ref", "avx2", "avx512", "avx512bf16", "neon", "neon-dotprod", "neon-i8mm")
- * overrides AUTO. Chosen at load: the packed weight layout belongs to the kernels that read it. */
+ * $MACT_KERNELS, set to one of the names beside the values, overrides AUTO. Chosen at load: the packed weight
+ * layout belongs to the kernels that read it. */
 typedef enum {
-    MACT_KERNELS_AUTO = 0,
-    MACT_KERNELS_REF,
-    MACT_KERNELS_X86_AVX2,
-    MACT_KERNELS_X86_AVX512,
-    MACT_KERNELS_X86_AVX512_BF16,
-    MACT_KERNELS_ARM_NEON,      /* Advanced SIMD */
-    MACT_KERNELS_ARM_DOTPROD,   /* + fp16 arithmetic + dotprod (Armv8.2) */
-    MACT_KERNELS_ARM_I8MM,      /* + i8mm + bf16 (Armv8.6) */
+    MACT_KERNELS_AUTO = 0,          /* "auto" */
+    MACT_KERNELS_REF,               /* "ref" */
+    MACT_KERNELS_X86_AVX2,          /* "avx2" */
+    MACT_KERNELS_X86_AVX512,        /* "avx512" */
+    MACT_KERNELS_X86_AVX512_BF16,   /* "avx512bf16" */
+    MACT_KERNELS_ARM_NEON,          /* "neon": Advanced SIMD */
+    MACT_KERNELS_ARM_DOTPROD,       /* "neon-dotprod": + fp16 arithmetic + dotprod (Armv8.2) */
+    MACT_KERNELS_ARM_I8MM,          /* "neon-i8mm": + i8mm + bf16 (Armv8.6) */
 } mact_kernels;
 
 /* What the load did with the pack cache (mact_load_options.pack_cache_dir). */

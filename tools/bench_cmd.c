@@ -122,8 +122,8 @@ static double tensor_bytes(const mact_tensor *t, int prec)
     double n = 1;
     for (int i = 0; i < t->ndim; i++) n *= (double)t->shape[i];
     int esz = t->dtype == MACT_F32 ? 4 : 2;
-    if (prec == MACT_PREC_BF16 && t->ndim == 2) esz = 2;  /* packed as bf16 */
-    if (prec == MACT_PREC_INT8 && t->ndim == 2) esz = 1;  /* action expert weights packed as int8 */
+    if (prec == MACT_PRECISION_BF16 && t->ndim == 2) esz = 2;  /* packed as bf16 */
+    if (prec == MACT_PRECISION_INT8 && t->ndim == 2) esz = 1;  /* action expert weights packed as int8 */
     return n * esz;
 }
 
@@ -226,13 +226,6 @@ static const char *peak_insn_i8(const mact_ops *o)
     return k == MACT_KERNELS_ARM_DOTPROD ? "SDOT" : k == MACT_KERNELS_ARM_I8MM ? "SMMLA" : "vpdpbusd";
 }
 
-/* the kernel precision a public precision asks for */
-static int mact_kprec_of(int precision)
-{
-    return precision == MACT_PRECISION_FP32 ? MACT_PREC_FP32 : precision == MACT_PRECISION_INT8 ? MACT_PREC_INT8
-                                                                                               : MACT_PREC_BF16;
-}
-
 static int bench_usage(FILE *f)
 {
     fprintf(f, "usage: mact bench [--model DIR | --preset libero|so101] [--threads N] [--precision fp32|bf16|int8]\n"
@@ -317,7 +310,7 @@ int cmd_bench(int argc, char **argv)
     double t_load = now_s() - t0;
     t0 = now_s();
     int cache_status = 0;
-    const int prec = m->kprec;
+    const mact_precision prec = m->kprec;
     mact_threadpool *pool = NULL;
     if (mact_threadpool_new(threads, &pool, err, sizeof err)) {
         fprintf(stderr, "mact bench: %s\n", err);
@@ -377,8 +370,8 @@ int cmd_bench(int argc, char **argv)
     printf("mact bench: %s\n  preset %s: %d images, N = %d tokens, H = %d, %d flow steps; precision %s; %d threads; "
            "kernels %s%s%s; %d iterations after 1 warm-up\n",
            model, preset, n_img, N, H, steps, mact_precision_str(precision), mact_session_threads(s),
-           mact_ops_name(m->ops), prec != mact_kprec_of(precision) ? ", computing it as " : "",
-           prec != mact_kprec_of(precision) ? mact_precision_name(prec) : "", iters);
+           mact_ops_name(m->ops), prec != precision ? ", computing it as " : "",
+           prec != precision ? mact_precision_str(prec) : "", iters);
     static const char *const cache_names[4] = {"", ", from the pack cache", ", pack cache written",
                                                ", pack cache not usable"};
     printf("  cold start: load %.2f s + pack %.2f s = %.2f s (packed %.0f MiB%s)\n", t_load, t_pack, t_load + t_pack,
@@ -466,12 +459,12 @@ int cmd_bench(int argc, char **argv)
     for (int64_t i = 0; i < H * A; i++) diff = fmax(diff, fabs((double)traj[i] - traj2[i]));
     double rss = peak_rss_mib();
     /* the flow step's weights streamed by its GEMMs alone, at M = 1 and M = H, in the session's context */
-    const double sb = action_step_bytes(m, pack ? prec : MACT_PREC_FP32);
+    const double sb = action_step_bytes(m, pack ? prec : MACT_PRECISION_FP32);
     const double bw1 = expert_stream(&s->kc, m, 1, sb), bwh = expert_stream(&s->kc, m, H, sb);
 
     /* GEMM peak in this run, same precision and threads: the ViT MLP and the LLM QKV shapes. In int8 mode the
      * vision stack runs in bf16: its peak is the bf16 GEMM's, the LLM's and the action expert's the int8 one. */
-    const int vprec = prec == MACT_PREC_INT8 ? MACT_PREC_BF16 : prec;
+    const int vprec = prec == MACT_PRECISION_INT8 ? MACT_PRECISION_BF16 : prec;
     double g1 = 0, g2 = 0, g8 = 0, ipeak = 0, ipeak8 = 0;
     int pfmt;
     size_t pbytes;
@@ -481,25 +474,25 @@ int cmd_bench(int argc, char **argv)
     if (pack && (packs || mact_ops_isa(m->ops) > MACT_ISA_SCALAR)) {
         g1 = gemm_bench(m->ops, pool, 729, 4304, 1152, vprec);
         g2 = gemm_bench(m->ops, pool, 130, 6144, 2560, vprec);
-        if (prec == MACT_PREC_INT8) g8 = gemm_bench(m->ops, pool, 130, 6144, 2560, MACT_PREC_INT8);
+        if (prec == MACT_PRECISION_INT8) g8 = gemm_bench(m->ops, pool, 130, 6144, 2560, MACT_PRECISION_INT8);
     }
     double gpeak = g1 > g2 ? g1 : g2;
-    ipeak = mact_kernels_peak_gflops(&s->kc, vprec == MACT_PREC_BF16);
-    if (prec == MACT_PREC_INT8) ipeak8 = mact_kernels_peak_gops_i8(&s->kc);
+    ipeak = mact_kernels_peak_gflops(&s->kc, vprec == MACT_PRECISION_BF16);
+    if (prec == MACT_PRECISION_INT8) ipeak8 = mact_kernels_peak_gops_i8(&s->kc);
 
     double fv = vision_flops(c, n_img) / 1e9, fl = llm_flops(c, N) / 1e9, fa = action_flops(c, N, H, steps) / 1e9;
     double mv = median(tv, iters), ml = median(tl, iters), ma = median(ta, iters), mt = median(tt, iters);
     printf("  GEMM peak (%s GEMM microbenchmark, best of 5): %.0f GFLOP/s (M729 N4304 K1152 %.0f, M130 N6144 K2560 "
            "%.0f); %s instruction peak %.0f GFLOP/s\n", packs ? "packed" : "row-major", gpeak, g1, g2,
-           peak_insn(m->ops, vprec == MACT_PREC_BF16), ipeak);
-    if (prec == MACT_PREC_INT8)
+           peak_insn(m->ops, vprec == MACT_PRECISION_BF16), ipeak);
+    if (prec == MACT_PRECISION_INT8)
         printf("  int8 GEMM peak (M130 N6144 K2560, best of 5): %.0f GOP/s; %s instruction peak %.0f GOP/s "
                "(llm and action below are against it)\n", g8, peak_insn_i8(m->ops), ipeak8);
     printf("  %-8s %10s %10s %9s %10s %12s\n", "stage", "median ms", "min ms", "GFLOP", "GFLOP/s", "% GEMM peak");
     const char *names[3] = {"vision", "llm", "action"};
     double med[3] = {mv, ml, ma}, mins[3] = {min_of(tv, iters), min_of(tl, iters), min_of(ta, iters)}, fl3[3] = {fv, fl, fa};
     for (int i = 0; i < 3; i++) {
-        double pk = i > 0 && prec == MACT_PREC_INT8 ? g8 : gpeak;
+        double pk = i > 0 && prec == MACT_PRECISION_INT8 ? g8 : gpeak;
         printf("  %-8s %10.1f %10.1f %9.1f %10.1f %11.1f%%\n", names[i], med[i] * 1e3, mins[i] * 1e3, fl3[i],
                fl3[i] / med[i], pk > 0 ? 100.0 * fl3[i] / med[i] / pk : 0.0);
     }
@@ -510,7 +503,7 @@ int cmd_bench(int argc, char **argv)
            "act+rtc", mri * 1e3, min_of(tri, iters) * 1e3, "-", "-", "-", mri / ma);
     printf("  %-8s %10.1f %10.1f %9s %10s %12s  (action with RTC vjp guidance, x%.2f the action stage)\n", "act+vjp",
            mrv * 1e3, min_of(trv, iters) * 1e3, "-", "-", "-", mrv / ma);
-    if (prec == MACT_PREC_INT8)  /* bf16 and int8 stages: no single peak to compare the sum with */
+    if (prec == MACT_PRECISION_INT8)  /* bf16 and int8 stages: no single peak to compare the sum with */
         printf("  %-8s %10.1f %10.1f %9.1f %10.1f %12s\n", "total", mt * 1e3, min_of(tt, iters) * 1e3, fv + fl + fa,
                (fv + fl + fa) / mt, "-");
     else

@@ -2,6 +2,7 @@
  * synthetic checkpoints, test inputs). Deterministic for a seed on every platform. */
 #ifndef MACT_BASE_RNG_H
 #define MACT_BASE_RNG_H
+#include <math.h>
 #include <stdint.h>
 
 typedef struct { uint64_t s[4]; } mact_rng;
@@ -40,6 +41,24 @@ static inline void mact_rng_seed(mact_rng *r, uint64_t seed)
 
 /* uniform in [0, 1) with 53 random bits */
 static inline double mact_rng_uniform(mact_rng *r) { return (double)(mact_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* uniform in (0, 1): the same 53 bits, centred in their step, so never 0 (its log is finite) */
+static inline double mact_rng_uniform_open(mact_rng *r)
+{
+    return ((double)(mact_rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* n standard normal values, Box-Muller on pairs of open uniforms (cos then sin; an odd n drops the last sin).
+ * The flow's seeded noise (mact_predict_options.seed) is exactly this stream from mact_rng_seed(seed): callers
+ * reproduce it bit for bit, so neither the formula nor the order may change. */
+static inline void mact_rng_normal_f32(mact_rng *r, float *out, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 2) {
+        double u1 = mact_rng_uniform_open(r), u2 = mact_rng_uniform_open(r), rad = sqrt(-2.0 * log(u1));
+        out[i] = (float)(rad * cos(2 * M_PI * u2));
+        if (i + 1 < n) out[i + 1] = (float)(rad * sin(2 * M_PI * u2));
+    }
+}
 
 /* 64-bit FNV-1a over bytes, chainable (start from MACT_FNV_BASIS) */
 #define MACT_FNV_BASIS 0xcbf29ce484222325ULL

@@ -23,14 +23,33 @@ void mact_advise_huge(void *p, size_t bytes)
 }
 
 
-int mact_kernels_effective_precision(const mact_ops *ops, int prec)
+/* the name of every mact_precision, by value (mact_precision_parse / _str; the pack cache's file names) */
+static const char *const precision_names[] = {
+    [MACT_PRECISION_DEFAULT] = "default",
+    [MACT_PRECISION_FP32] = "fp32",
+    [MACT_PRECISION_BF16] = "bf16",
+    [MACT_PRECISION_INT8] = "int8",
+};
+#define N_PRECISIONS (sizeof precision_names / sizeof precision_names[0])
+
+mact_status mact_precision_parse(const char *name, mact_precision *out)
 {
-    if (prec == MACT_PREC_INT8 && !ops->gemm_i8) prec = MACT_PREC_BF16;
-    if (prec == MACT_PREC_BF16 && !ops->has_bf16) prec = MACT_PREC_FP32;
+    if (!name || !out) return MACT_ERR_INPUT;
+    for (size_t i = 0; i < N_PRECISIONS; i++)
+        if (!strcmp(name, precision_names[i])) { *out = (mact_precision)i; return MACT_OK; }
+    return MACT_ERR_INPUT;
+}
+
+const char *mact_precision_str(mact_precision p) { return (unsigned)p < N_PRECISIONS ? precision_names[p] : "?"; }
+
+mact_precision mact_kernels_effective_precision(const mact_ops *ops, mact_precision prec)
+{
+    if (prec == MACT_PRECISION_INT8 && !ops->gemm_i8) prec = MACT_PRECISION_BF16;
+    if (prec == MACT_PRECISION_BF16 && !ops->has_bf16) prec = MACT_PRECISION_FP32;
     return prec;
 }
 
-int mact_kctx_init(mact_kctx *kc, const mact_ops *ops, int prec, mact_pool *pool, size_t scratch0,
+int mact_kctx_init(mact_kctx *kc, const mact_ops *ops, mact_precision prec, mact_pool *pool, size_t scratch0,
                    size_t scratch0_worker, size_t scratch1)
 {
     memset(kc, 0, sizeof *kc);

@@ -10,11 +10,6 @@
 /* an op of the context's table, or its plain-C reference where the backend leaves it out (NULL) */
 #define OP(ops, f) ((ops)->f ? (ops)->f : mact_ref_##f)
 
-const char *mact_precision_name(int prec)
-{
-    return prec == MACT_PREC_BF16 ? "bf16" : prec == MACT_PREC_INT8 ? "int8" : "fp32";
-}
-
 int mact_gemm_parallel(int64_t M, int64_t N, int64_t K) { return M * N * K > 200000; }
 
 void mact_row_f32(float *dst, const mact_tensor *W, int64_t row)
@@ -52,12 +47,12 @@ void mact_matmul_epi(const mact_kctx *kc, float *y, int64_t ldy, const float *x,
     if (pk && pk->N == N && pk->K == K && K > 0) {
         /* an int8 pack only in INT8 precision; a rounded bf16 pack never in the exact FP32 mode */
         if (pk->fmt == MACT_PACK_I8) {
-            if (kc->prec == MACT_PREC_INT8 && ops->gemm_i8) {
+            if (kc->prec == MACT_PRECISION_INT8 && ops->gemm_i8) {
                 ops->gemm_i8(kc, y, ldy, x, ldx, pk, bias, M, epi);
                 return;
             }
-        } else if (ops->gemm_packed && (kc->prec != MACT_PREC_FP32 || pk->exact)) {
-            ops->gemm_packed(kc, y, ldy, x, ldx, pk, bias, M, epi, kc->prec != MACT_PREC_FP32 && ops->has_bf16);
+        } else if (ops->gemm_packed && (kc->prec != MACT_PRECISION_FP32 || pk->exact)) {
+            ops->gemm_packed(kc, y, ldy, x, ldx, pk, bias, M, epi, kc->prec != MACT_PRECISION_FP32 && ops->has_bf16);
             return;
         }
     }
@@ -235,7 +230,7 @@ static void attention_ref_task(void *arg, int64_t t, int tid)
 
 int mact_attention_packable(const mact_kctx *kc, int64_t nq, int64_t nk, int hd)
 {
-    return kc->ops->attention_bf16 && kc->prec != MACT_PREC_FP32 && hd <= 128 && hd >= 2 && !(hd & 1) && nk >= 8 &&
+    return kc->ops->attention_bf16 && kc->prec != MACT_PRECISION_FP32 && hd <= 128 && hd >= 2 && !(hd & 1) && nk >= 8 &&
            nq * nk >= 64;
 }
 

@@ -23,14 +23,13 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "mact.h"
 #include "base/tensor.h"
 #include "kernels/threadpool.h"
 
 /* Kernel levels, in increasing order; each ops table says its own. AVX512BF16 = AVX-512 + the bf16 dot
  * products (its int8 GEMM needs AVX512-VNNI on top: mact_ops.gemm_i8 is set only then). */
 enum { MACT_ISA_SCALAR = 0, MACT_ISA_AVX2, MACT_ISA_AVX512, MACT_ISA_AVX512BF16 };
-enum { MACT_PREC_FP32 = 0, MACT_PREC_BF16 = 1, MACT_PREC_INT8 = 2 };
-const char *mact_precision_name(int prec);
 
 typedef struct mact_ops mact_ops;
 
@@ -46,7 +45,7 @@ typedef struct {
 typedef struct mact_kctx {
     const mact_ops *ops;
     int isa;                 /* ops level (MACT_ISA_*) */
-    int prec;                /* MACT_PREC_* this context computes in */
+    mact_precision prec;     /* what this context computes in: MACT_PRECISION_FP32, _BF16 or _INT8 */
     mact_pool *pool;         /* NULL: every job runs in the calling thread */
     int n_threads;           /* mact_pool_size(pool) */
     mact_kthread *th;        /* [n_threads] */
@@ -61,12 +60,12 @@ int mact_ops_kernels(const mact_ops *ops);
 int mact_ops_isa(const mact_ops *ops);
 const char *mact_ops_name(const mact_ops *ops);
 /* what a precision computes as with these ops (FP32 on the plain-C kernels; BF16 and INT8 fall back) */
-int mact_kernels_effective_precision(const mact_ops *ops, int prec);
+mact_precision mact_kernels_effective_precision(const mact_ops *ops, mact_precision prec);
 
 /* A context over ops in precision prec (already effective) on pool (may be NULL; not owned). scratch0 /
  * scratch1 / scratch0_worker: the planned buffer sizes in bytes (0: none; they grow on demand, counted in
  * grows). Returns 0 or MACT_ERR_NOMEM. */
-int mact_kctx_init(mact_kctx *kc, const mact_ops *ops, int prec, mact_pool *pool, size_t scratch0,
+int mact_kctx_init(mact_kctx *kc, const mact_ops *ops, mact_precision prec, mact_pool *pool, size_t scratch0,
                    size_t scratch0_worker, size_t scratch1);
 void mact_kctx_free(mact_kctx *kc);
 /* thread tid's scratch buffer `which` of at least bytes (64-byte aligned); NULL when out of memory */

@@ -7,6 +7,33 @@
 #include "mact.h"
 #include "kernels/ops.h"
 
+/* The name of every MACT_KERNELS_* choice (mact.h), by value: what $MACT_KERNELS says and what its error lists */
+static const char *const kernel_names[] = {
+    [MACT_KERNELS_AUTO] = "auto",
+    [MACT_KERNELS_REF] = "ref",
+    [MACT_KERNELS_X86_AVX2] = "avx2",
+    [MACT_KERNELS_X86_AVX512] = "avx512",
+    [MACT_KERNELS_X86_AVX512_BF16] = "avx512bf16",
+    [MACT_KERNELS_ARM_NEON] = "neon",
+    [MACT_KERNELS_ARM_DOTPROD] = "neon-dotprod",
+    [MACT_KERNELS_ARM_I8MM] = "neon-i8mm",
+};
+#define N_KERNEL_NAMES (int)(sizeof kernel_names / sizeof kernel_names[0])
+
+/* $MACT_KERNELS -> the choice, or -1 with err naming the choices ("a, b or c") */
+static int kernels_from_env(const char *e, char *err, size_t errlen)
+{
+    for (int i = 0; i < N_KERNEL_NAMES; i++)
+        if (!strcmp(e, kernel_names[i])) return i;
+    char list[256];
+    size_t l = 0;
+    for (int i = 0; i < N_KERNEL_NAMES && l < sizeof list; i++)
+        l += (size_t)snprintf(list + l, sizeof list - l, "%s%s", i == 0 ? "" : i == N_KERNEL_NAMES - 1 ? " or " : ", ",
+                              kernel_names[i]);
+    if (err && errlen) snprintf(err, errlen, "MACT_KERNELS=%s: expected %s", e, list);
+    return -1;
+}
+
 static const mact_ops *best_ops(int max_isa)
 {
 #if MACT_X86
@@ -34,20 +61,7 @@ const mact_ops *mact_ops_select(int kernels, char *err, size_t errlen)
 {
     if (kernels == MACT_KERNELS_AUTO) {
         const char *e = getenv("MACT_KERNELS");
-        if (e && *e && strcmp(e, "auto")) {
-            static const char *const names[] = {"auto", "ref", "avx2", "avx512", "avx512bf16", "neon",
-                                                "neon-dotprod", "neon-i8mm"};
-            kernels = -1;
-            for (int i = 1; i < 8; i++)
-                if (!strcmp(e, names[i])) kernels = i;
-            if (kernels < 0) {
-                if (err && errlen)
-                    snprintf(err, errlen,
-                             "MACT_KERNELS=%s: expected auto, ref, avx2, avx512, avx512bf16, neon, neon-dotprod or "
-                             "neon-i8mm", e);
-                return NULL;
-            }
-        }
+        if (e && *e && (kernels = kernels_from_env(e, err, errlen)) < 0) return NULL;
     }
     switch (kernels) {
     case MACT_KERNELS_AUTO: return MACT_ARM ? best_ops_arm(MACT_ISA_NEON_I8MM) : best_ops(MACT_ISA_AVX512BF16);

@@ -121,7 +121,7 @@ int mact_cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
-MACT_API int mact_threadpool_new(int n_threads, mact_threadpool **out, char *err, size_t errlen)
+MACT_API mact_status mact_threadpool_new(int n_threads, mact_threadpool **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (n_threads <= 0) n_threads = mact_cpu_count();

@@ -486,9 +486,7 @@ mact_status mact_model_load(const char *dir, const mact_load_options *opt, mact_
         rc = MACT_ERR_UNSUPPORTED;
         goto fail;
     }
-    m->kprec = mact_kernels_effective_precision(m->ops, m->precision == MACT_PRECISION_FP32   ? MACT_PREC_FP32
-                                                        : m->precision == MACT_PRECISION_INT8 ? MACT_PREC_INT8
-                                                                                              : MACT_PREC_BF16);
+    m->kprec = mact_kernels_effective_precision(m->ops, m->precision);
     describe_tables(m, &ct);
     if (!(opt && opt->no_pack)) {
         /* weights packed once into the kernels' layout for this precision and bound to each tensor
@@ -520,23 +518,6 @@ void mact_model_free(mact_model *m)
 }
 
 const char *mact_version(void) { return MACT_VERSION_STRING; }
-
-mact_status mact_precision_parse(const char *name, mact_precision *out)
-{
-    static const struct { const char *name; mact_precision p; } names[] = {
-        {"default", MACT_PRECISION_DEFAULT}, {"fp32", MACT_PRECISION_FP32}, {"bf16", MACT_PRECISION_BF16},
-        {"int8", MACT_PRECISION_INT8}};
-    if (!name || !out) return MACT_ERR_INPUT;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(name, names[i].name)) { *out = names[i].p; return MACT_OK; }
-    return MACT_ERR_INPUT;
-}
-
-const char *mact_precision_str(mact_precision p)
-{
-    return p == MACT_PRECISION_DEFAULT ? "default" : p == MACT_PRECISION_FP32 ? "fp32" : p == MACT_PRECISION_BF16 ? "bf16"
-           : p == MACT_PRECISION_INT8 ? "int8" : "?";
-}
 
 void mact_model_get_info(const mact_model *m, mact_model_info *i)
 {
@@ -619,7 +600,7 @@ mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
     static const char *const pool_names[] = {"config", "sdpa", "eager", "none"};
     P("model: %s\n", m->dir);
     P("kernels: %s (%s computed as %s)\n", mact_ops_name(m->ops), mact_precision_str(m->precision),
-      mact_precision_name(m->kprec));
+      mact_precision_str(m->kprec));
     P("vision: %d stored ViT layers, hidden %d, %d heads x %d, mlp %d, image %dx%d, patch %d (%d patches)\n",
       c->vit_layers, c->vit_hidden, c->vit_heads, c->vit_head_dim, c->vit_inter, c->image_h, c->image_w, c->patch,
       c->grid_h * c->grid_w);

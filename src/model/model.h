@@ -129,9 +129,9 @@ struct mact_model {
     int frame_transform;             /* SO-101 joint frame (policy_preprocessor.json asks for it) */
     float frame_signs[8], frame_offsets[8];
     int frame_dim;
-    int precision;                   /* resolved MACT_PRECISION_* (FP32, BF16 or INT8) */
+    mact_precision precision;        /* resolved: FP32, BF16 or INT8 */
     const mact_ops *ops;             /* the kernels chosen at load; the packs are in their layout */
-    int kprec;                       /* MACT_PREC_* the kernels compute the precision as */
+    mact_precision kprec;            /* what the kernels compute the precision as (mact_kernels_effective_precision) */
     int pack_cache;                  /* MACT_PACK_CACHE_* of the load */
     mact_packed *packs;              /* descriptors the tensors' pk point to */
     void *packs_map;                 /* the packs' bytes: an anonymous mapping or the mapped cache file */

@@ -43,7 +43,7 @@ typedef struct {
     size_t n, cap;
     int bad;
     const mact_ops *ops;
-    int prec;
+    mact_precision prec;
 } plist;
 
 static void collect(mact_tensor *t, int lm, void *arg)
@@ -140,6 +140,13 @@ typedef struct {
     uint64_t off, bytes;
 } pc_row;
 
+/* The precision as the cache file names it (header field and key): fp32 0, bf16 1, int8 2, fixed by the format
+ * (cache files written before the kernels took mact.h's mact_precision keep their keys and still load) */
+static uint32_t pc_precision(mact_precision prec)
+{
+    return prec == MACT_PRECISION_INT8 ? 2u : prec == MACT_PRECISION_BF16 ? 1u : 0u;
+}
+
 static uint64_t cache_key(const struct mact_model *m, const plist *L, int *ok)
 {
     uint64_t key = MACT_FNV_BASIS;
@@ -147,7 +154,8 @@ static uint64_t cache_key(const struct mact_model *m, const plist *L, int *ok)
     const char *layout = mact_ops_name(L->ops);
     key = mact_fnv1a(key, &v, sizeof v);
     key = mact_fnv1a(key, layout, strlen(layout) + 1);
-    key = mact_fnv1a(key, &L->prec, sizeof L->prec);
+    const uint32_t prec = pc_precision(L->prec);
+    key = mact_fnv1a(key, &prec, sizeof prec);
     /* the model directory's files, sorted by name (readdir order is not stable) */
     struct dirent **list = NULL;
     int nf = scandir(m->dir, &list, NULL, alphasort);
@@ -175,9 +183,9 @@ static uint64_t cache_key(const struct mact_model *m, const plist *L, int *ok)
     return key;
 }
 
-static void cache_path(char *out, size_t len, const char *dir, int prec, uint64_t key)
+static void cache_path(char *out, size_t len, const char *dir, mact_precision prec, uint64_t key)
 {
-    snprintf(out, len, "%s/mact-%s-%016llx.pack", dir, mact_precision_name(prec), (unsigned long long)key);
+    snprintf(out, len, "%s/mact-%s-%016llx.pack", dir, mact_precision_str(prec), (unsigned long long)key);
 }
 
 static int write_all(int fd, const void *p, size_t n)
@@ -215,7 +223,7 @@ static int cache_write(const struct mact_model *m, const plist *L, const char *d
     memset(&h, 0, sizeof h);
     memcpy(h.magic, PC_MAGIC, 8);
     h.version = PC_VERSION;
-    h.precision = (uint32_t)L->prec;
+    h.precision = pc_precision(L->prec);
     h.key = key;
     h.n = n;
     snprintf(h.layout, sizeof h.layout, "%s", mact_ops_name(L->ops));
@@ -257,7 +265,7 @@ static const uint8_t *cache_load(const plist *L, const char *dir, uint64_t key, 
     struct stat st;
     pc_header h;
     int ok = want && !fstat(fd, &st) && S_ISREG(st.st_mode) && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-             !memcmp(h.magic, PC_MAGIC, 8) && h.version == PC_VERSION && h.precision == (uint32_t)L->prec &&
+             !memcmp(h.magic, PC_MAGIC, 8) && h.version == PC_VERSION && h.precision == pc_precision(L->prec) &&
              h.key == key && h.n == n && memchr(h.layout, 0, sizeof h.layout) &&
              !strcmp(h.layout, mact_ops_name(L->ops)) && h.data_off % 4096 == 0 &&
              h.data_off >= sizeof h + n * sizeof(pc_row) && h.data_off <= (uint64_t)st.st_size &&

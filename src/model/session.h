@@ -60,7 +60,6 @@ struct mact_session {
     char *text;                      /* prompt text */
     float *noise, *traj;             /* [max_action_horizon, max_action_dim] */
     int last_images, last_tokens, last_h;
-    uint64_t rng[4];
     float *scores;                   /* attention scratch, per thread */
     float *maskf;                    /* small per-call masks */
     char err[1024];

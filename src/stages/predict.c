@@ -3,31 +3,13 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
+#include "base/rng.h"
 #include "io/image.h"
 #include "io/normstats.h"
 #include "stages/prompt.h"
 #include "model/session.h"
 #include "io/tokenizer.h"
 
-
-/* xoshiro256** seeded by splitmix64; Gaussian by Box-Muller. */
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
-    return r;
-}
-static void seed_rng(uint64_t *s, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) {
-        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        s[i] = z ^ (z >> 31);
-    }
-}
-static double uniform01(uint64_t *s) { return ((next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 mact_status mact_tokenize(const mact_model *m, const char *text, int64_t *ids, size_t cap, size_t *n, char *err,
                           size_t el)
@@ -40,31 +22,33 @@ mact_status mact_tokenize(const mact_model *m, const char *text, int64_t *ids, s
     return (mact_status)mact_tokenizer_encode(m->tok, text, strlen(text), ids, cap, n, err, el);
 }
 
-mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_predict_output *out)
+/* What a checked call asks for: the tag and the sizes every later step reads. */
+typedef struct {
+    const mact_norm_tag *tag;
+    int state_dim, A, adim;  /* the tag's state dims, the model's action dims, the tag's action dims */
+    int H, steps_out, steps; /* horizon, rows returned, flow steps */
+    int rtc_on;
+} predict_plan;
+
+/* Every input of the call against the session, the model and the norm tag, before any stage runs: *p filled,
+ * or the session's error set and its status returned. */
+static int check_call(mact_session *s, const mact_predict_input *in, const mact_predict_output *out,
+                      predict_plan *p)
 {
-    if (!s) return MACT_ERR_INPUT;
-    mact_session_enter(s);
     if (!in || !out) return mact_session_fail(s, MACT_ERR_INPUT, "predict: %s is NULL", !in ? "in" : "out");
     if (!out->actions) return mact_session_fail(s, MACT_ERR_INPUT, "predict: out->actions is NULL");
     if (in->n_frames < 1 || in->n_frames > (size_t)s->max_images)
         return mact_session_fail(s, MACT_ERR_INPUT, "%zu camera frames; this session takes 1..%d", in->n_frames,
                                  s->max_images);
     if (!in->frames) return mact_session_fail(s, MACT_ERR_INPUT, "predict: frames is NULL");
-    const mact_frame *frames = in->frames;
-    const int n_frames = (int)in->n_frames;
-    const char *task = in->task;
     const float *state = in->state;
-    const size_t actions_cap = out->actions_cap;
-    float *actions = out->actions;
     const struct mact_model *m = s->m;
     const mact_config *c = &m->cfg;
-    const mact_predict_options o = in->options;
-    mact_timings t = {0};
-    double t0 = mact_now_ms();
+    const mact_predict_options *o = &in->options;
     char err[768];
     if (!m->tok) return mact_session_fail(s, MACT_ERR_IO, "predict needs tokenizer.json: %s", m->tok_err);
     if (!m->ns) return mact_session_fail(s, MACT_ERR_IO, "predict needs norm_stats.json: %s", m->ns_err);
-    const mact_norm_tag *tag = mact_norm_find_tag(m->ns, o.norm_tag, err, sizeof err);
+    const mact_norm_tag *tag = mact_norm_find_tag(m->ns, o->norm_tag, err, sizeof err);
     if (!tag) return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
     if (!state || in->state_dim != (size_t)tag->state.dim)
         return mact_session_fail(s, MACT_ERR_INPUT, "state has %zu values but norm tag \"%s\" expects %d",
@@ -73,7 +57,7 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     for (int i = 0; i < state_dim; i++)
         if (!isfinite(state[i]))
             return mact_session_fail(s, MACT_ERR_INPUT, "state[%d] is %g: state must be finite", i, (double)state[i]);
-    if (!task) return mact_session_fail(s, MACT_ERR_INPUT, "task is NULL");
+    if (!in->task) return mact_session_fail(s, MACT_ERR_INPUT, "task is NULL");
     const int A = c->max_action_dim, adim = tag->action.dim;
     if (adim > A)
         return mact_session_fail(s, MACT_ERR_INPUT, "norm tag \"%s\" has %d action dims; the model has %d", tag->name,
@@ -82,25 +66,33 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     if (H > c->max_action_horizon)
         return mact_session_fail(s, MACT_ERR_INPUT, "norm tag action_horizon %d exceeds max_action_horizon %d", H,
                                  c->max_action_horizon);
-    int steps_out = o.n_action_steps ? o.n_action_steps : tag->n_action_steps ? tag->n_action_steps : H;
+    int steps_out = o->n_action_steps ? o->n_action_steps : tag->n_action_steps ? tag->n_action_steps : H;
     if (steps_out < 1 || steps_out > H)
         return mact_session_fail(s, MACT_ERR_INPUT, "n_action_steps %d is outside 1..%d (the horizon)", steps_out, H);
-    if ((size_t)steps_out * (size_t)adim > actions_cap)
-        return mact_session_fail(s, MACT_ERR_INPUT, "actions buffer holds %zu floats; %d x %d needed", actions_cap,
-                                 steps_out, adim);
-    int steps = o.num_steps ? o.num_steps : c->flow_steps;
+    if ((size_t)steps_out * (size_t)adim > out->actions_cap)
+        return mact_session_fail(s, MACT_ERR_INPUT, "actions buffer holds %zu floats; %d x %d needed",
+                                 out->actions_cap, steps_out, adim);
+    int steps = o->num_steps ? o->num_steps : c->flow_steps;
     if (steps < 1)
         return mact_session_fail(s, MACT_ERR_INPUT, "num_steps %d: flow steps must be >= 1 (0: the config's)", steps);
-    if (o.noise && o.noise_len != (size_t)H * A)
+    if (o->noise && o->noise_len != (size_t)H * A)
         return mact_session_fail(s, MACT_ERR_INPUT, "noise has %zu values; the tag's horizon %d x max_action_dim %d "
-                                 "needs %d", o.noise_len, H, A, H * A);
-    if (o.noise && (mact_check_finite(s, o.noise, (int64_t)H * A, "noise"))) return MACT_ERR_INPUT;
-    /* RTC: the caller's rows in robot units, checked here, normalised below (the inverse of the output's path) */
+                                 "needs %d", o->noise_len, H, A, H * A);
+    if (o->noise && (mact_check_finite(s, o->noise, (int64_t)H * A, "noise"))) return MACT_ERR_INPUT;
+    /* RTC: the caller's rows in robot units, checked here, normalised by rtc_to_model (the inverse of the
+     * output's path) */
     int rtc_on, rc;
     if ((rc = mact_rtc_check(s, &in->rtc, H, adim, 1, &rtc_on, "rtc"))) return rc;
+    *p = (predict_plan){tag, state_dim, A, adim, H, steps_out, steps, rtc_on};
+    return MACT_OK;
+}
 
-    /* images: decode is the caller's; resize + normalise + patchify per docs/spec/molmoact2.md 4.1 */
+/* images: decode is the caller's; resize + normalise + patchify per docs/spec/molmoact2.md 4.1 into s->pv */
+static int preprocess_frames(mact_session *s, const mact_frame *frames, int n_frames)
+{
+    const mact_config *c = &s->m->cfg;
     const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3;
+    char err[768];
     for (int i = 0; i < n_frames; i++) {
         if (!frames[i].rgb || frames[i].height < 1 || frames[i].width < 1)
             return mact_session_fail(s, MACT_ERR_INPUT, "camera frame %d is empty", i);
@@ -111,21 +103,34 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
                                 sizeof err))
             return mact_session_fail(s, MACT_ERR_INPUT, "camera frame %d: %s", i, err);
     }
-    /* state -> frame transform -> normalised -> bins */
+    return MACT_OK;
+}
+
+/* state -> frame transform -> normalised -> bins */
+static void state_to_bins(const struct mact_model *m, const predict_plan *p, const float *state, int *bins)
+{
     float st[MACT_NORM_MAX_DIM], sn[MACT_NORM_MAX_DIM];
-    int bins[MACT_NORM_MAX_DIM];
+    const int state_dim = p->state_dim;
     for (int i = 0; i < state_dim; i++) st[i] = state[i];
     if (m->frame_transform && state_dim == m->frame_dim)
         for (int i = 0; i < state_dim; i++) st[i] = m->frame_signs[i] * st[i] + m->frame_offsets[i];
-    mact_norm_state(m->ns, &tag->state, st, sn);
-    mact_state_bins(sn, state_dim, c->num_state_tokens, bins);
-    /* prompt text -> ids, <|image|> expanded, BOS (= EOS for Qwen) prepended */
-    char task_norm[MACT_MAX_TASK];
+    mact_norm_state(m->ns, &p->tag->state, st, sn);
+    mact_state_bins(sn, state_dim, m->cfg.num_state_tokens, bins);
+}
+
+/* prompt text -> s->ids (and s->ids_f): <|image|> expanded, BOS (= EOS for Qwen) prepended; *n_ids the count */
+static int prompt_ids(mact_session *s, const predict_plan *p, const char *task, const int *bins, int n_frames,
+                      int *n_ids)
+{
+    const struct mact_model *m = s->m;
+    const mact_config *c = &m->cfg;
+    const mact_norm_tag *tag = p->tag;
+    char err[768], task_norm[MACT_MAX_TASK];
     if (mact_normalize_task(task, task_norm, sizeof task_norm, err, sizeof err))
         return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
     if (mact_prompt_check_inputs(m->tok, task_norm, tag->setup_type, tag->control_mode, err, sizeof err))
         return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
-    if (mact_build_prompt_text(n_frames, task_norm, tag->setup_type, tag->control_mode, bins, state_dim, s->text,
+    if (mact_build_prompt_text(n_frames, task_norm, tag->setup_type, tag->control_mode, bins, p->state_dim, s->text,
                                MACT_PROMPT_TEXT_CAP, err, sizeof err))
         return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
     int64_t img_tok = mact_tokenizer_token_to_id(m->tok, "<|image|>");
@@ -155,57 +160,91 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     if (seen != n_frames)
         return mact_session_fail(s, MACT_ERR_INPUT, "the task text adds %d <|image|> markers; tasks may not contain "
                                  "special tokens", seen - n_frames);
-    int n = (int)w;
+    const int n = (int)w;
     for (int i = 0; i < n; i++) s->ids_f[i] = (float)ids[i];
-    /* noise */
-    if (o.noise) memcpy(s->noise, o.noise, (size_t)H * A * sizeof(float));
-    else {
-        seed_rng(s->rng, o.seed);
-        for (int i = 0; i < H * A; i += 2) {
-            double u1 = uniform01(s->rng), u2 = uniform01(s->rng), r = sqrt(-2.0 * log(u1));
-            s->noise[i] = (float)(r * cos(2 * M_PI * u2));
-            if (i + 1 < H * A) s->noise[i + 1] = (float)(r * sin(2 * M_PI * u2));
-        }
-    }
-    memcpy(s->traj, s->noise, (size_t)H * A * sizeof(float));
-    mact_rtc_options rtc = in->rtc;
-    s->rtc_prev_n = 0;
-    if (rtc_on) {
-        /* robot units -> the model's: undo the frame transform (signs are +-1), then the tag's normalisation */
-        const int np = (int)rtc.n_prev;
-        float *raw = s->rtc_prev, *row = s->a_rtc_e;  /* a_rtc_e is free until the flow loop */
-        for (int r = 0; r < np; r++) {
-            for (int i = 0; i < adim; i++) {
-                float v = rtc.prev_actions[(size_t)r * adim + i];
-                row[i] = m->frame_transform && adim == m->frame_dim ? m->frame_signs[i] * v + m->frame_offsets[i] : v;
-            }
-            mact_norm_actions(m->ns, &tag->action, row, 1, adim, raw + (size_t)r * adim);
-        }
-        rtc.prev_actions = s->rtc_prev;
-        s->rtc_prev_n = np;
-        s->rtc_prev_dim = adim;
-    }
-    t.preprocess_ms = mact_now_ms() - t0;
+    *n_ids = n;
+    return MACT_OK;
+}
 
-    double stage[3];
-    rc = mact_pipeline_run(s, s->pv, n_frames, ids, n, s->traj, H, adim, steps, rtc_on ? &rtc : NULL, stage);
-    if (rc) return rc;
-    mact_unnorm_actions(m->ns, &tag->action, s->traj, steps_out, A, actions);
+/* s->noise: the caller's, else the seed's stream (base/rng.h); s->traj starts from it */
+static void initial_noise(mact_session *s, const mact_predict_options *o, int64_t n)
+{
+    if (o->noise) memcpy(s->noise, o->noise, (size_t)n * sizeof(float));
+    else {
+        mact_rng r;
+        mact_rng_seed(&r, o->seed);
+        mact_rng_normal_f32(&r, s->noise, n);
+    }
+    memcpy(s->traj, s->noise, (size_t)n * sizeof(float));
+}
+
+/* RTC's previous rows, robot units -> the model's into s->rtc_prev (undo the frame transform, signs +-1, then
+ * the tag's normalisation); rtc->prev_actions then points there */
+static void rtc_to_model(mact_session *s, const predict_plan *p, mact_rtc_options *rtc)
+{
+    const struct mact_model *m = s->m;
+    const int np = (int)rtc->n_prev, adim = p->adim;
+    float *raw = s->rtc_prev, *row = s->a_rtc_e;  /* a_rtc_e is free until the flow loop */
+    for (int r = 0; r < np; r++) {
+        for (int i = 0; i < adim; i++) {
+            float v = rtc->prev_actions[(size_t)r * adim + i];
+            row[i] = m->frame_transform && adim == m->frame_dim ? m->frame_signs[i] * v + m->frame_offsets[i] : v;
+        }
+        mact_norm_actions(m->ns, &p->tag->action, row, 1, adim, raw + (size_t)r * adim);
+    }
+    rtc->prev_actions = s->rtc_prev;
+    s->rtc_prev_n = np;
+    s->rtc_prev_dim = adim;
+}
+
+/* the first steps_out rows of s->traj -> robot units: the tag's unnormalisation, then the frame transform undone */
+static void actions_to_robot(const struct mact_model *m, const predict_plan *p, const float *traj, float *actions)
+{
+    const int steps_out = p->steps_out, adim = p->adim;
+    mact_unnorm_actions(m->ns, &p->tag->action, traj, steps_out, p->A, actions);
     if (m->frame_transform && adim == m->frame_dim)
         for (int r = 0; r < steps_out; r++)
             for (int i = 0; i < adim; i++)
                 actions[r * adim + i] = m->frame_signs[i] * (actions[r * adim + i] - m->frame_offsets[i]);
+}
+
+mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_predict_output *out)
+{
+    if (!s) return MACT_ERR_INPUT;
+    mact_session_enter(s);
+    mact_timings t = {0};
+    double t0 = mact_now_ms();
+    predict_plan p;
+    int rc;
+    if ((rc = check_call(s, in, out, &p))) return rc;
+    const struct mact_model *m = s->m;
+    const int n_frames = (int)in->n_frames;
+    if ((rc = preprocess_frames(s, in->frames, n_frames))) return rc;
+    int bins[MACT_NORM_MAX_DIM], n = 0;
+    state_to_bins(m, &p, in->state, bins);
+    if ((rc = prompt_ids(s, &p, in->task, bins, n_frames, &n))) return rc;
+    initial_noise(s, &in->options, (int64_t)p.H * p.A);
+    mact_rtc_options rtc = in->rtc;
+    s->rtc_prev_n = 0;
+    if (p.rtc_on) rtc_to_model(s, &p, &rtc);
+    t.preprocess_ms = mact_now_ms() - t0;
+
+    double stage[3];
+    rc = mact_pipeline_run(s, s->pv, n_frames, s->ids, n, s->traj, p.H, p.adim, p.steps, p.rtc_on ? &rtc : NULL,
+                           stage);
+    if (rc) return rc;
+    actions_to_robot(m, &p, s->traj, out->actions);
     s->last_images = n_frames;
     s->last_tokens = n;
-    s->last_h = H;
+    s->last_h = p.H;
     t.vision_ms = stage[0];
     t.llm_ms = stage[1];
     t.action_ms = stage[2];
     t.total_ms = mact_now_ms() - t0;
     t.n_tokens = n;
-    t.horizon = H;
-    out->n_steps = (size_t)steps_out;
-    out->action_dim = (size_t)adim;
+    t.horizon = p.H;
+    out->n_steps = (size_t)p.steps_out;
+    out->action_dim = (size_t)p.adim;
     out->timings = t;
     return MACT_OK;
 }

@@ -51,8 +51,8 @@
 /* ---- the harness: one kernel context per (level, precision), on a pool of every core and serially ---- */
 static mact_pool *g_pool;
 static const mact_ops *g_ops[4];   /* by MACT_ISA_*; NULL where this build or CPU has no such level */
-static mact_kctx g_kc[4][3], g_kc1[4][3];
-static int cur_isa, cur_prec;      /* the context the next call uses */
+static mact_kctx g_kc[4][MACT_PRECISION_INT8 + 1], g_kc1[4][MACT_PRECISION_INT8 + 1];  /* [isa][precision] */
+static int cur_isa, cur_prec = MACT_PRECISION_FP32;  /* the context the next call uses */
 static int max_isa;
 static void set_isa(int isa) { cur_isa = isa; }
 static void set_prec(int prec) { cur_prec = prec; }
@@ -85,7 +85,7 @@ static void harness_init(void)
         if (o && mact_ops_isa(o) == isa) g_ops[isa] = o, max_isa = isa;
     }
     for (int isa = 0; isa < 4; isa++)
-        for (int p = 0; p < 3; p++) {
+        for (int p = MACT_PRECISION_FP32; p <= MACT_PRECISION_INT8; p++) {
             const mact_ops *o = g_ops[isa] ? g_ops[isa] : g_ops[0];
             mact_kctx_init(&g_kc[isa][p], o, p, g_pool, 0, 0, 0);
             mact_kctx_init(&g_kc1[isa][p], o, p, NULL, 0, 0, 0);
@@ -257,7 +257,7 @@ static void check_own_copy(void)
     float *x = malloc(sizeof(float) * (size_t)M * K), *y = malloc(sizeof(float) * (size_t)M * N),
           *yr = malloc(sizeof(float) * (size_t)M * N), *y0 = calloc((size_t)M * N, sizeof(float));
     for (int64_t i = 0; i < (int64_t)N * K; i++) w[i] = f2bf(rnorm() * 0.05f);
-    const int precs[2] = {MACT_PREC_BF16, MACT_PREC_INT8};
+    const int precs[2] = {MACT_PRECISION_BF16, MACT_PRECISION_INT8};
     for (int pi = 0; pi < 2 && ok; pi++) {
         pack_weight(w, MACT_BF16, N, K, precs[pi], 1);
         set_prec(precs[pi]);
@@ -270,9 +270,9 @@ static void check_own_copy(void)
         }
         release_weight(w);
     }
-    set_prec(MACT_PREC_FP32);
+    set_prec(MACT_PRECISION_FP32);
     TH_CHECK("small-M GEMM, each thread's own copy of x (bf16, int8): 6 fresh calls bitwise as on 1 thread", ok,
-             "%s, call %d, %d threads", bad_prec < 0 ? "-" : mact_precision_name(bad_prec), bad_rep, nt);
+             "%s, call %d, %d threads", bad_prec < 0 ? "-" : mact_precision_str(bad_prec), bad_rep, nt);
     free(w), free(x), free(y), free(yr), free(y0);
 }
 
@@ -370,7 +370,7 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
 
     /* plain C, fp32 */
     set_isa(MACT_ISA_SCALAR);
-    set_prec(MACT_PREC_FP32);
+    set_prec(MACT_PRECISION_FP32);
     memcpy(ref, y0, sizeof(float) * (size_t)(M * ldy));
     mm_raw(ref, ldy, x, ldx, w, dt, b, M, N, K, epi);
     /* plain C bf16 emulation: x and w rounded to bf16, then the same plain-C fp32 path */
@@ -387,14 +387,14 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
         if (!has_isa(isa)) continue;
         set_isa(isa);
         /* row-major path (weights not prepared), fp32 */
-        set_prec(MACT_PREC_FP32);
+        set_prec(MACT_PRECISION_FP32);
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         double e = worst_rel(y, ref, scale, M, N, ldy);
         if (e > *obs_fp32) *obs_fp32 = e;
         if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s row-major fp32 err %.3g > 2e-6", isa_name(isa), e); }
         /* bf16 precision without prepared weights computes in fp32 */
-        set_prec(MACT_PREC_BF16);
+        set_prec(MACT_PRECISION_BF16);
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         e = worst_rel(y, ref, scale, M, N, ldy);
@@ -409,8 +409,8 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
         }
         /* packed, fp32 precision (x86: BF16 weights as bf16 pairs, F32 as fp32 panels; F16 stays row-major; ARM:
          * nothing is packed for FP32) */
-        set_prec(MACT_PREC_FP32);
-        int packed = pack_weight(w, dt, N, K, MACT_PREC_FP32, 0) != NULL;
+        set_prec(MACT_PRECISION_FP32);
+        int packed = pack_weight(w, dt, N, K, MACT_PRECISION_FP32, 0) != NULL;
         if (packed != (!MACT_ARM && dt != MACT_F16)) { ok = 0; snprintf(why, sizeof why, "fp32 pack presence %d for %s", packed, dtname(dt)); }
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
@@ -418,14 +418,14 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
         if (e > *obs_fp32) *obs_fp32 = e;
         if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s packed fp32 err %.3g > 2e-6", isa_name(isa), e); }
         /* packed for bf16 (every dtype; on a level without bf16 dot products BF16 packs as FP32) */
-        const mact_packed *pkb = pack_weight(w, dt, N, K, MACT_PREC_BF16, 0);
+        const mact_packed *pkb = pack_weight(w, dt, N, K, MACT_PRECISION_BF16, 0);
         if (!pkb && (level_bf16(isa) || dt != MACT_F16)) { ok = 0; snprintf(why, sizeof why, "no bf16 pack"); }
         /* in fp32 mode a rounded (non-BF16-source) pack must not be used */
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         e = worst_rel(y, ref, scale, M, N, ldy);
         if (!(e <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "%s fp32 after bf16 pack err %.3g", isa_name(isa), e); }
-        set_prec(MACT_PREC_BF16);
+        set_prec(MACT_PRECISION_BF16);
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         wake_pool();
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
@@ -462,7 +462,7 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
             snprintf(why, sizeof why, "%s wrote past N at row %lld", isa_name(isa), (long long)past);
         }
         release_weight(w);
-        set_prec(MACT_PREC_FP32);
+        set_prec(MACT_PRECISION_FP32);
     }
     TH_CHECK(name, ok, "%s", why);
     set_isa(max_isa);
@@ -505,7 +505,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
     return;
 #else
     /* the best level's int8 GEMM (x86: AVX512-VNNI; ARM: SDOT from the dotprod level on) */
-    if (!has_isa(max_isa) || !g_ops[max_isa]->gemm_i8 || g_kc[max_isa][MACT_PREC_INT8].prec != MACT_PREC_INT8) {
+    if (!has_isa(max_isa) || !g_ops[max_isa]->gemm_i8 || g_kc[max_isa][MACT_PRECISION_INT8].prec != MACT_PRECISION_INT8) {
         printf("INFO %s: no int8 GEMM on this CPU (x86: AVX512-VNNI; ARM: dotprod): INT8 runs as BF16, no int8 "
                "packs are made\n", name);
         return;
@@ -559,7 +559,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
     memcpy(ref, y0, sizeof(float) * (size_t)(M * ldy));
     memcpy(r32, y0, sizeof(float) * (size_t)(M * ldy));
     set_isa(MACT_ISA_SCALAR);
-    set_prec(MACT_PREC_FP32);
+    set_prec(MACT_PRECISION_FP32);
     mm_raw(r32, ldy, x, ldx, w, dt, b, M, N, K, epi);
     for (int64_t m = 0; m < M; m++) {
         float sa;
@@ -586,13 +586,13 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
     set_isa(max_isa);
     int ok = 1;
     char why[512] = "";
-    const mact_packed *pk = pack_weight(w, dt, N, K, MACT_PREC_INT8, 1);
+    const mact_packed *pk = pack_weight(w, dt, N, K, MACT_PRECISION_INT8, 1);
     if (!pk || pk->fmt != MACT_PACK_I8) { ok = 0; snprintf(why, sizeof why, "no int8 pack"); }
     if (ok) {  /* an int8 pack is never read by the fp32 or bf16 GEMMs: they fall back to row-major fp32 */
-        set_prec(MACT_PREC_BF16);
+        set_prec(MACT_PRECISION_BF16);
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
-        set_prec(MACT_PREC_FP32);
+        set_prec(MACT_PRECISION_FP32);
         if (worst_rel(y, r32, scale, M, N, ldy) > 2e-6) {
             ok = 0;
             snprintf(why, sizeof why, "an int8 pack is read by a bf16-mode GEMM");
@@ -606,7 +606,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         }
     if (ok) {
         /* the dispatched path (VNNI where the CPU has it) and the plain-C int8 kernel */
-        set_prec(MACT_PREC_INT8);
+        set_prec(MACT_PRECISION_INT8);
         memcpy(y, y0, sizeof(float) * (size_t)(M * ldy));
         wake_pool();
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
@@ -654,7 +654,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
 #endif
     }
     release_weight(w);
-    set_prec(MACT_PREC_FP32);
+    set_prec(MACT_PRECISION_FP32);
     TH_CHECK(name, ok, "%s", why);
     free(x); free(w); free(bias); free(wf); free(y0); free(ref); free(r32); free(y); free(yr); free(scale); free(qb); free(w8);
     free(ws); free(cs); free(q);
@@ -756,7 +756,7 @@ static void check_attention(int64_t nq, int64_t nk, int nh, int nkv, int hd, int
         set_isa(MACT_ISA_SCALAR);
         mact_attention(KC(), o_em, old, qb, qld, kb, vb, kvld, nq, nk, nh, nkv, hd, scale, bias, ok, scr);
         set_isa(max_isa);
-        set_prec(MACT_PREC_BF16);
+        set_prec(MACT_PRECISION_BF16);
         mact_attention(KC(), o, old, q, qld, k, v, kvld, nq, nk, nh, nkv, hd, scale, bias, ok, scr);
         /* K/V packed once (the action expert's cross-attention across flow steps): bitwise the same output */
         if (!mact_attention_packable(KC(), nq, nk, hd)) { good = 0; snprintf(why, sizeof why, "not packable in bf16 mode"); }
@@ -770,7 +770,7 @@ static void check_attention(int64_t nq, int64_t nk, int nh, int nkv, int hd, int
             free(kvp);
             free(o_p);
         }
-        set_prec(MACT_PREC_FP32);
+        set_prec(MACT_PRECISION_FP32);
         double worst = 0, vs32 = 0;
         for (int64_t i = 0; i < nq * old; i++) {
             double d = fabs((double)o[i] - o_em[i]) / vmax;
@@ -1029,7 +1029,7 @@ static void check_for_panels(void)
     for (int t = 1; t <= 5 && ok; t++) {
         mact_pool *pool = NULL;
         mact_kctx kc;
-        if (mact_threadpool_new(t, &pool, NULL, 0) || mact_kctx_init(&kc, g_ops[0], MACT_PREC_FP32, pool, 0, 0, 0)) {
+        if (mact_threadpool_new(t, &pool, NULL, 0) || mact_kctx_init(&kc, g_ops[0], MACT_PRECISION_FP32, pool, 0, 0, 0)) {
             ok = 0, where_t = t;
             break;
         }

@@ -1,4 +1,4 @@
-/* The int8 GEMM of MACT_PREC_INT8 on ARM: y[M, N] = x[M, K] W[N, K]^T on a MACT_PACK_I8 weight (pack.c) with
+/* The int8 GEMM of MACT_PRECISION_INT8 on ARM: y[M, N] = x[M, K] W[N, K]^T on a MACT_PACK_I8 weight (pack.c) with
  * SDOT (dotprod: Armv8.2, the neon+fp16+dotprod level and up). The whole file is compiled for
  * armv8.2-a+dotprod; it is reached only through the tables of CPUs that report asimddp.
  *

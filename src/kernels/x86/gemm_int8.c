@@ -1,5 +1,5 @@
-/* The int8 GEMM of MACT_PREC_INT8: y[M, N] = x[M, K] W[N, K]^T on a weight packed as MACT_PACK_I8
- * (gemm_pack.c: per-output-channel symmetric int8, 64-column panels of k quads).
+/* The int8 GEMM of MACT_PRECISION_INT8: y[M, N] = x[M, K] W[N, K]^T on a weight packed as MACT_PACK_I8
+ * (pack.c: per-output-channel symmetric int8, 64-column panels of k quads).
  *
  * Arithmetic (identical in the AVX512-VNNI and plain-C kernels, so the tests can compare them exactly up
  * to the epilogue's rounding):
@@ -22,7 +22,6 @@
 #include "kernels/x86/vecmath_avx512.h"
 
 #define TV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,avx512vnni")))
-#define INL inline __attribute__((always_inline))
 #define MR 6
 #define KC 128 /* quads per K block: 128 x 256 B = 32 KiB of panel */
 

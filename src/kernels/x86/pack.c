@@ -96,17 +96,17 @@ int mact_x86_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, i
 {
     if (N <= 0 || K <= 0) return 0;
     /* INT8 quantizes only the LLM and the action expert; the vision stack keeps its BF16 mode packs */
-    if (precision == MACT_PREC_INT8 && !lm) precision = MACT_PREC_BF16;
+    if (precision == MACT_PRECISION_INT8 && !lm) precision = MACT_PRECISION_BF16;
     if (dtype != MACT_BF16 && dtype != MACT_F32 && dtype != MACT_F16) return 0;
-    if (dtype == MACT_F16 && precision == MACT_PREC_FP32) return 0;  /* fp32 mode reads F16 weights as stored */
+    if (dtype == MACT_F16 && precision == MACT_PRECISION_FP32) return 0;  /* fp32 mode reads F16 weights as stored */
     const int64_t np = (N + MACT_PANEL - 1) / MACT_PANEL;
-    if (precision == MACT_PREC_INT8) {
+    if (precision == MACT_PRECISION_INT8) {
         *fmt = MACT_PACK_I8;
         /* panels of 256-byte quad rows, then scale and colsum, 64 per panel each */
         *bytes = (size_t)np * (size_t)((K + 3) / 4) * 256 + (size_t)np * MACT_PANEL * 8;
         return 1;
     }
-    *fmt = dtype == MACT_F32 && precision == MACT_PREC_FP32 ? MACT_PACK_F32 : MACT_PACK_BF16;
+    *fmt = dtype == MACT_F32 && precision == MACT_PRECISION_FP32 ? MACT_PACK_F32 : MACT_PACK_BF16;
     const int64_t Kp = *fmt == MACT_PACK_F32 ? K : (K + 1) / 2;
     *bytes = (size_t)np * (size_t)Kp * MACT_PANEL * 4;  /* a row is 64 fp32 or 64 bf16 pairs */
     return 1;

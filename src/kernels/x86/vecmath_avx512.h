@@ -1,6 +1,6 @@
-/* AVX-512 vector math shared by the kernel files (src/gemm_avx512.c, src/gemm_int8.c). The target list is the
- * smallest the code needs, so these inline into functions compiled for any superset (the files' TF / TB / TV
- * attributes); the rest of the build stays x86-64-v2. */
+/* AVX-512 vector math shared by the kernel files (kernels/x86/: vec.c, gemm_avx512.c, attention.c,
+ * gemm_int8.c). The target list is the smallest the code needs, so these inline into functions compiled for
+ * any superset (the files' TF / TB / TV attributes); the rest of the build stays x86-64-v2. */
 #ifndef MACT_VECMATH_AVX512_H
 #define MACT_VECMATH_AVX512_H
 #include <immintrin.h>

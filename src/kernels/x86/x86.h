@@ -4,6 +4,13 @@
 #define MACT_KERNELS_X86_H
 #include "kernels/ops.h"
 
+/* The kernel files' target attributes: TF the AVX-512 levels' (FMA, F16C), TB with the bf16 dot products on
+ * top (reached only at MACT_ISA_AVX512BF16); INL forces a helper into its caller (one instance per tile shape
+ * keeps its accumulators in registers). */
+#define TF __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define TB __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16")))
+#define INL inline __attribute__((always_inline))
+
 /* CPU features, probed once (the only process-wide state of the library: read-only after the probe) */
 int mact_x86_has_avx2(void);
 int mact_x86_has_avx512(void);
@@ -20,25 +27,33 @@ int mact_x86_pack_plan(int dtype, int64_t N, int64_t K, int prec, int lm, int *f
 mact_packed mact_x86_pack_describe(const void *buf, int dtype, int64_t N, int64_t K, int fmt);
 void mact_x86_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt);
 
-/* gemm_avx512.c */
+/* the packed fp32 / bf16 GEMM (gemm_avx512.c) */
 void mact_x86_gemm_packed(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
                           const mact_packed *pk, const float *bias, int64_t M, int epi, int use_bf16);
+/* attention (attention.c): blocked fp32; 0 (declined: the plain-C loop runs) when hd > 128 or under 8 keys or
+ * 64 scores */
 int mact_x86_attention_avx512(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld,
                               const float *k, const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads,
                               int n_kv, int hd, float scale, const float *bias, const uint8_t *key_ok,
                               float *scratch);
+/* a score row in place -> softmax numerators, zero past nk up to nkp: returns 1 / sum, 0 (row zeroed) when no key
+ * is visible, NaN (row NaN) when a visible score is NaN (attention.c) */
+float mact_x86_softmax_row(float *s, int64_t nk, int64_t nkp, float scale, const float *brow, const uint8_t *key_ok);
+/* bf16 attention (attention_bf16.c; MACT_ISA_AVX512BF16): q k^T and p v as vdpbf16ps products */
 void mact_x86_attention_bf16(const mact_kctx *kc, float *out, int64_t out_ld, const float *q, int64_t q_ld,
                              const float *k, const float *v, int64_t kv_ld, int64_t nq, int64_t nk, int n_heads,
                              int n_kv, int hd, float scale, const float *bias, const uint8_t *key_ok, float *scratch,
                              const uint32_t *kvp);
 void mact_x86_kv_pack_bf16(uint32_t *dst, const float *k, const float *v, int64_t kv_ld, int64_t nk, int n_kv,
                            int hd);
+/* rows and activations (vec.c) */
 void mact_gelu_tanh_avx512(float *x, int64_t n);
 void mact_silu_mul_avx512(float *y, const float *gate, const float *val, int64_t n);
 void mact_layernorm_row_avx512(float *y, const float *x, const float *w, const float *b, float eps, int64_t dim);
 void mact_rmsnorm_row_avx512(float *y, const float *x, const float *w, float eps, int64_t dim);
 void mact_modulate_rows_avx512(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
 void mact_gated_add_rows_avx512(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
+/* the bench's fp32 FMA / bf16 dot-product peak over threads in GFLOP/s (peak.c) */
 double mact_x86_peak_gflops(int use_bf16, int threads);
 
 /* gemm_int8.c: y = x W^T on an MACT_PACK_I8 weight (x quantized per row to u8 inside); the plain-C kernel
