@@ -67,6 +67,24 @@ int srv_frame_from_encoded(const uint8_t *p, size_t n, const srv_config *c, mact
 /* A decoder's return for the server's own failure (out of memory), as opposed to -1, the client's error. */
 #define SRV_EINTERNAL (-2)
 
+/* ---- connection limits (connlimit.c; the event loop's) ---- */
+typedef struct srv_connlim srv_connlim;
+enum { SRV_CONN_OK = 0, SRV_CONN_OVER_IP = 1, SRV_CONN_OVER_TOTAL = 2, SRV_CONN_CLOSE = 3 };
+#define SRV_CONN_GRACE 64      /* sockets past the global limit still accepted, to be refused in words */
+srv_connlim *srv_connlim_new(int max_total, int max_per_ip);
+void srv_connlim_free(srv_connlim *L);
+/* a socket accepted from ip: SRV_CONN_OK, OVER_IP / OVER_TOTAL (tracked, to be refused at its first request),
+ * CLOSE (not tracked: close it now) */
+int srv_connlim_open(srv_connlim *L, const void *key, const char *ip, double now);
+int srv_connlim_over(const srv_connlim *L, const void *key);   /* its SRV_CONN_* (0 when not tracked) */
+int srv_connlim_close(srv_connlim *L, const void *key);        /* 1 when it was tracked */
+int srv_connlim_count(const srv_connlim *L);
+/* its request headers are in (HTTP request or WebSocket upgrade): the header deadline no longer applies */
+void srv_connlim_done(srv_connlim *L, const void *key);
+/* sockets past their deadline (headers not in after header_ms; over a limit after over_ms), each returned
+ * once, at most max: for the event loop to close */
+int srv_connlim_expired(srv_connlim *L, double now, double header_ms, double over_ms, const void **keys, int max);
+
 /* ---- a request, protocol-independent ---- */
 typedef struct {
     mact_image img[SRV_MAX_CAMS];

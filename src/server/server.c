@@ -57,6 +57,9 @@ struct srv {
     uint64_t cnt[SRV_NPROTO][SRV_OC_N];
     histo h[H_N];
     uint64_t dropped_conns;
+    srv_connlim *cl;           /* event-loop thread */
+    uint64_t refused[3];
+    uint64_t header_timeouts;  /* sockets closed by the header deadline (or after their refusal's 2 s) */       /* sockets over the per-IP limit, the global limit, past the grace (under mm) */
     int own_started[SRV_NPROTO];
 };
 
@@ -759,6 +762,42 @@ static int raw_status(struct lws *wsi, const char *status, const char *body)
     return 1;
 }
 
+/* closes the sockets past their header deadline or their refusal's; on the event loop, woken at least every
+ * 250 ms by the signal thread */
+static void sweep_conns(srv *S)
+{
+    const void *k[64];
+    int n = srv_connlim_expired(S->cl, srv_now_ms(), S->st.c.header_timeout_s * 1000.0, 2000.0, k, 64);
+    /* synchronously: an async kill is undone when the next byte restarts lws's own timeout */
+    for (int i = 0; i < n; i++) lws_set_timeout((struct lws *)k[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
+    if (n) {
+        pthread_mutex_lock(&S->mm);
+        S->header_timeouts += (uint64_t)n;
+        pthread_mutex_unlock(&S->mm);
+    }
+}
+
+static void count_refused(srv *S, int r)
+{
+    pthread_mutex_lock(&S->mm);
+    S->refused[r == SRV_CONN_OVER_IP ? 0 : r == SRV_CONN_OVER_TOTAL ? 1 : 2]++;
+    pthread_mutex_unlock(&S->mm);
+}
+
+/* a socket over a connection limit: its first request answered 503 naming the limit, then closed */
+static int refuse_over(srv *S, int proto, struct lws *wsi, int r)
+{
+    char t[160], peer[64];
+    lws_get_peer_simple(wsi, peer, sizeof peer);
+    if (r == SRV_CONN_OVER_IP)
+        snprintf(t, sizeof t, "busy: %s has %d connections open, the limit per address (--max-connections-per-ip)",
+                 peer, S->st.c.max_conns_per_ip);
+    else snprintf(t, sizeof t, "busy: %d connections open, the server's limit (--max-connections)", S->st.c.max_conns);
+    log_line(S, proto, peer, NULL, SRV_OC_BUSY, 0, 0, 0, 0, 0, t);
+    count(S, proto, SRV_OC_BUSY);
+    return raw_status(wsi, "503 Service Unavailable", t);
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
     const struct lws_protocols *pr = lws_get_protocol(wsi);
@@ -770,10 +809,24 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     switch (reason) {
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
         drain_done(S);
+        sweep_conns(S);
         return 0;
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
         return atomic_load(&S->draining) ? 1 : 0;
+    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED: {
+        char ip[64];
+        lws_get_peer_simple(wsi, ip, sizeof ip);
+        int r = srv_connlim_open(S->cl, wsi, ip, srv_now_ms());
+        if (r) count_refused(S, r);
+        /* past the grace: closed now. The header deadline (--header-timeout; lws's own ah timeout restarts on
+         * every byte, so a client dribbling headers would hold its socket for ever) and the 2 s a socket over a
+         * limit gets to ask for its refusal are swept from the event loop (sweep_conns) */
+        if (r == SRV_CONN_CLOSE) lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        return 0;
+    }
     case LWS_CALLBACK_HTTP:
+        srv_connlim_done(S->cl, wsi);
+        if (srv_connlim_over(S->cl, wsi)) return refuse_over(S, proto, wsi, srv_connlim_over(S->cl, wsi));
         return on_http(S, proto, wsi, pss, in);
     case LWS_CALLBACK_HTTP_BODY:
         if (!pss || !pss->conn || pss->conn->http_oversize) return 0;
@@ -797,13 +850,18 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (!pss || !pss->conn) return -1;
         return write_http(S, wsi, pss->conn);
+    case LWS_CALLBACK_WSI_DESTROY:
+        srv_connlim_close(S->cl, wsi);
+        if (pss) conn_close(S, pss);
+        return 0;
     case LWS_CALLBACK_HTTP_DROP_PROTOCOL:  /* a finished keep-alive transaction: lws frees the pss */
     case LWS_CALLBACK_CLOSED_HTTP:
     case LWS_CALLBACK_CLOSED:
-    case LWS_CALLBACK_WSI_DESTROY:
         if (pss) conn_close(S, pss);
         return 0;
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        srv_connlim_done(S->cl, wsi);
+        if (srv_connlim_over(S->cl, wsi)) return refuse_over(S, proto, wsi, srv_connlim_over(S->cl, wsi));
         if (srv_protocols[proto]->transport != SRV_WS) {
             char t[96];
             snprintf(t, sizeof t, "the %s port speaks HTTP only", srv_protocols[proto]->name);
@@ -952,6 +1010,7 @@ static void *signal_main(void *arg)
 {
     sig_arg *a = arg;
     int sig = 0;
+    unsigned tick = 0;
     while (!atomic_load(&a->S->exiting)) {
         struct timespec to = {0, 100 * 1000 * 1000};
         sig = sigtimedwait(&a->set, NULL, &to);
@@ -959,7 +1018,8 @@ static void *signal_main(void *arg)
             if (!atomic_load(&a->S->draining)) fprintf(stderr, "mact serve: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             atomic_store(&a->S->draining, 1);
         }
-        if (atomic_load(&a->S->draining)) lws_cancel_service(a->S->ctx);
+        /* the event loop's wake-up: the drain, and the connection sweep (at least every 250 ms) */
+        if (atomic_load(&a->S->draining) || ++tick % 3 == 0) lws_cancel_service(a->S->ctx);
     }
     return NULL;
 }
@@ -1015,6 +1075,8 @@ int srv_run(const srv_config *cfg)
     ci.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
     ci.timeout_secs = (unsigned)cfg->idle_timeout_s;
     ci.max_http_header_data = 8192;
+    S->cl = srv_connlim_new(cfg->max_conns, cfg->max_conns_per_ip);
+    if (!S->cl) { fprintf(stderr, "mact serve: out of memory\n"); return 1; }
     S->ctx = lws_create_context(&ci);
     if (!S->ctx) { fprintf(stderr, "mact serve: lws_create_context failed\n"); return 1; }
     for (int p = 0; p < SRV_NPROTO; p++) {
@@ -1098,6 +1160,7 @@ int srv_run(const srv_config *cfg)
     if (S->st.m) mact_model_free(S->st.m);
     free(S->w);
     free(S->wt);
+    srv_connlim_free(S->cl);
     fprintf(stderr, "mact serve: exit %d\n", rc);
     free(S);
     return rc;
