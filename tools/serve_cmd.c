@@ -27,7 +27,7 @@ static int serve_usage(FILE *f)
             "  --idle-timeout S         a stalled partial message closes its connection after S s (default 10)\n"
             "  --drain-timeout S        SIGTERM: wait up to S s for requests in flight (default 30)\n"
             "  --header-timeout S       a new connection's request headers must be complete within S s (default 10)\n"
-            "  --max-connections N      sockets open at once (default 512); --max-connections-per-ip N (default 128):\n"
+            "  --max-connections N      sockets open at once (default 512); --max-connections-per-ip N (default 256):\n"
             "                           more are answered 503 naming the limit, then closed\n"
             "  --norm-tag T             default normalization tag\n"
             "  --precision P            fp32|bf16|int8 (default bf16)   --pack-cache DIR\n"

@@ -2,7 +2,8 @@
  * address until lws destroys it. Over --max-connections-per-ip or --max-connections a socket is still accepted
  * but marked, so its first request is answered with the protocol's own refusal naming the limit (and a socket
  * that sends nothing is closed by the header timeout); past the global limit plus a small grace it is closed at
- * once. The table is a fixed array: fd use is bounded by construction. Event-loop thread only. */
+ * once (the grace: as many again as the limit, at least SRV_CONN_GRACE). The table is a fixed array: fd use is
+ * bounded by construction. Event-loop thread only. */
 #include <stdlib.h>
 #include <string.h>
 #include "server/internal.h"
@@ -18,7 +19,7 @@ srv_connlim *srv_connlim_new(int max_total, int max_per_ip)
     if (!L) return NULL;
     L->max_total = max_total;
     L->max_per_ip = max_per_ip;
-    L->cap = max_total + SRV_CONN_GRACE;
+    L->cap = max_total + (max_total > SRV_CONN_GRACE ? max_total : SRV_CONN_GRACE);
     L->e = calloc((size_t)L->cap, sizeof *L->e);
     if (!L->e) { free(L); return NULL; }
     return L;
@@ -34,9 +35,11 @@ void srv_connlim_free(srv_connlim *L)
 int srv_connlim_open(srv_connlim *L, const void *key, const char *ip, double now)
 {
     if (L->n >= L->cap) return SRV_CONN_CLOSE;
-    int same = 0;
-    for (int i = 0; i < L->n; i++) same += !L->e[i].over && !strcmp(L->e[i].ip, ip);
-    int r = L->n >= L->max_total ? SRV_CONN_OVER_TOTAL : same >= L->max_per_ip ? SRV_CONN_OVER_IP : SRV_CONN_OK;
+    /* the limits count the sockets let in: one refused (marked, closed within 2 s) holds only a grace slot */
+    int same = 0, in = 0;
+    for (int i = 0; i < L->n; i++)
+        if (!L->e[i].over) { in++; same += !strcmp(L->e[i].ip, ip); }
+    int r = same >= L->max_per_ip ? SRV_CONN_OVER_IP : in >= L->max_total ? SRV_CONN_OVER_TOTAL : SRV_CONN_OK;
     L->e[L->n].key = key;
     snprintf(L->e[L->n].ip, sizeof L->e[L->n].ip, "%s", ip);
     L->e[L->n].over = r;
@@ -68,6 +71,16 @@ int srv_connlim_close(srv_connlim *L, const void *key)
 }
 
 int srv_connlim_count(const srv_connlim *L) { return L->n; }
+int srv_connlim_admit(const srv_connlim *L, const char *ip)
+{
+    if (L->n >= L->cap) return 0;
+    int in = 0, over = 0;
+    for (int i = 0; i < L->n; i++)
+        if (!strcmp(L->e[i].ip, ip)) { if (L->e[i].over) over++; else in++; }
+    /* an address at its limit gets a few sockets refused in words; more are closed at once, so one address
+     * cannot fill the grace the others' refusals need */
+    return !(in >= L->max_per_ip && over >= SRV_CONN_OVER_PER_IP);
+}
 
 void srv_connlim_done(srv_connlim *L, const void *key)
 {
