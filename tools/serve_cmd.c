@@ -26,6 +26,9 @@ static int serve_usage(FILE *f)
             "  --max-image-pixels N     pixels per frame before resizing (default 16777216)\n"
             "  --idle-timeout S         a stalled partial message closes its connection after S s (default 10)\n"
             "  --drain-timeout S        SIGTERM: wait up to S s for requests in flight (default 30)\n"
+            "  --header-timeout S       a new connection's request headers must be complete within S s (default 10)\n"
+            "  --max-connections N      sockets open at once (default 512); --max-connections-per-ip N (default 256):\n"
+            "                           more are answered 503 naming the limit, then closed\n"
             "  --norm-tag T             default normalization tag\n"
             "  --precision P            fp32|bf16|int8 (default bf16)   --pack-cache DIR\n"
             "  --openpi-images K1,K2 --openpi-state K --openpi-task K       observation keys (also --act-*, --vla-*,\n"
@@ -94,6 +97,9 @@ int cmd_serve(int argc, char **argv)
             c.max_image_pixels = px;
         }
         else if (!strcmp(a, "--idle-timeout")) { if (mact_parse_int_arg(a, v, 1, 86400, &c.idle_timeout_s, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--header-timeout")) { if (mact_parse_int_arg(a, v, 1, 3600, &c.header_timeout_s, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--max-connections")) { if (mact_parse_int_arg(a, v, 1, 65536, &c.max_conns, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--max-connections-per-ip")) { if (mact_parse_int_arg(a, v, 1, 65536, &c.max_conns_per_ip, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(a, "--drain-timeout")) { if (mact_parse_int_arg(a, v, 0, 86400, &c.drain_timeout_s, perr, sizeof perr)) goto bad_num; }
         else if (!strcmp(a, "--norm-tag")) c.norm_tag = v;
         else if (!strcmp(a, "--replan-steps") || !strcmp(a, "--replan-horizon")) {

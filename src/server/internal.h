@@ -12,6 +12,10 @@
 #include "io/normstats.h"
 #include "server/server.h"
 
+/* A connection whose client leaves this many replies (or bytes) unread is dropped. */
+#define SRV_MAX_OUTQ 32
+#define SRV_MAX_OUTQ_BYTES ((size_t)16 << 20)
+
 /* Headroom libwebsockets needs in front of every buffer handed to lws_write (LWS_PRE in 4.1 is 16). */
 #define SRV_PRE 16
 
@@ -66,6 +70,27 @@ int srv_frame_from_encoded(const uint8_t *p, size_t n, const srv_config *c, mact
 
 /* A decoder's return for the server's own failure (out of memory), as opposed to -1, the client's error. */
 #define SRV_EINTERNAL (-2)
+
+/* ---- connection limits (connlimit.c; the event loop's) ---- */
+typedef struct srv_connlim srv_connlim;
+enum { SRV_CONN_OK = 0, SRV_CONN_OVER_IP = 1, SRV_CONN_OVER_TOTAL = 2, SRV_CONN_CLOSE = 3 };
+#define SRV_CONN_OVER_PER_IP 8 /* refusals in words pending per address; more sockets from it are closed */
+#define SRV_CONN_GRACE 64      /* at least this many sockets past the limit are accepted, to be refused in words */
+srv_connlim *srv_connlim_new(int max_total, int max_per_ip);
+void srv_connlim_free(srv_connlim *L);
+/* a socket accepted from ip: SRV_CONN_OK, OVER_IP / OVER_TOTAL (tracked, to be refused at its first request),
+ * CLOSE (not tracked: close it now) */
+int srv_connlim_open(srv_connlim *L, const void *key, const char *ip, double now);
+int srv_connlim_over(const srv_connlim *L, const void *key);   /* its SRV_CONN_* (0 when not tracked) */
+int srv_connlim_close(srv_connlim *L, const void *key);        /* 1 when it was tracked */
+int srv_connlim_count(const srv_connlim *L);
+/* 0: close a new socket from ip at once (no room, or ip at its limit with SRV_CONN_OVER_PER_IP refusals pending) */
+int srv_connlim_admit(const srv_connlim *L, const char *ip);
+/* its request headers are in (HTTP request or WebSocket upgrade): the header deadline no longer applies */
+void srv_connlim_done(srv_connlim *L, const void *key);
+/* sockets past their deadline (headers not in after header_ms; over a limit after over_ms), each returned
+ * once, at most max: for the event loop to close */
+int srv_connlim_expired(srv_connlim *L, double now, double header_ms, double over_ms, const void **keys, int max);
 
 /* ---- a request, protocol-independent ---- */
 typedef struct {
@@ -145,6 +170,8 @@ typedef struct srv_conn {
     srv_msg *backlog, *backlog_tail;
     int n_backlog;
     srv_out *outq, *outq_tail;
+    int n_outq;                /* replies queued unsent, and their bytes: bounded (SRV_MAX_OUTQ) */
+    size_t outq_bytes;
     int closing;
     /* the worker holding this connection's in-flight job (one at a time) */
     void *pstate;              /* the protocol's own per-connection state; freed by its conn_free */
@@ -173,6 +200,7 @@ typedef struct {
     float *actions;
     size_t cap;
     int index;
+    double busy_ms;            /* time spent on requests (its own thread writes it) */
 } srv_worker;
 
 /* ---- a protocol: what the event loop and the workers need of it ---- */

@@ -64,6 +64,9 @@ void srv_config_defaults(srv_config *c)
     c->max_depth = 16;
     c->max_string = 4096;
     c->idle_timeout_s = 10;
+    c->header_timeout_s = 10;
+    c->max_conns = 512;
+    c->max_conns_per_ip = 256;
     c->drain_timeout_s = 30;
     c->log_requests = 1;
     for (int p = 0; p < SRV_NPROTO; p++) {

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <sys/resource.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <libwebsockets.h>
 #include "server/internal.h"
@@ -57,6 +60,11 @@ struct srv {
     uint64_t cnt[SRV_NPROTO][SRV_OC_N];
     histo h[H_N];
     uint64_t dropped_conns;
+    srv_connlim *cl;           /* event-loop thread */
+    uint64_t refused[3];
+    uint64_t header_timeouts;
+    uint64_t slow_reader_drops;  /* connections dropped with too many replies unread */
+    atomic_llong bytes_in[SRV_NPROTO], bytes_out[SRV_NPROTO];  /* sockets closed by the header deadline (or after their refusal's 2 s) */       /* sockets over the per-IP limit, the global limit, past the grace (under mm) */
     int own_started[SRV_NPROTO];
 };
 
@@ -93,6 +101,33 @@ static void log_line(srv *S, int proto, const char *peer, const char *id, srv_ou
             "infer_ms=%.2f total_ms=%.2f bytes=%zu%s%s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
             tm.tm_sec, ts.tv_nsec / 1000000, PROTO_NAME(proto), peer, id && *id ? id : "-", srv_outcome_name[outcome], queue_ms,
             decode_ms, infer_ms, total_ms, in_bytes, detail && *detail ? " detail=" : "", detail ? detail : "");
+}
+
+/* the process's resident memory, open descriptors and threads, from /proc (Linux; absent elsewhere) */
+static void process_metrics(srv_buf *b)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) == 2)
+            srv_buf_printf(b, "# TYPE mact_process_resident_bytes gauge\nmact_process_resident_bytes %lld\n",
+                           (long long)rss * sysconf(_SC_PAGESIZE));
+        fclose(f);
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        int n = 0;
+        for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+        closedir(d);
+        srv_buf_printf(b, "# TYPE mact_process_open_fds gauge\nmact_process_open_fds %d\n", n - 1);  /* less the dir's own */
+    }
+    f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "Threads:", 8)) srv_buf_printf(b, "# TYPE mact_process_threads gauge\nmact_process_threads %d\n", atoi(line + 8));
+        fclose(f);
+    }
 }
 
 static void metrics_text(srv *S, srv_buf *b)
@@ -136,6 +171,33 @@ static void metrics_text(srv *S, srv_buf *b)
     srv_buf_printf(b, "# TYPE mact_queue_capacity gauge\nmact_queue_capacity %d\n", S->st.c.queue_cap);
     srv_buf_printf(b, "# TYPE mact_jobs_in_flight gauge\nmact_jobs_in_flight %d\n", atomic_load(&S->jobs_live));
     srv_buf_printf(b, "# TYPE mact_connections gauge\nmact_connections %d\n", atomic_load(&S->conns));
+    srv_buf_printf(b, "# HELP mact_sockets_open Accepted sockets open (every protocol, any state).\n"
+                   "# TYPE mact_sockets_open gauge\nmact_sockets_open %d\n", srv_connlim_count(S->cl));
+    srv_buf_printf(b, "# TYPE mact_sockets_limit gauge\nmact_sockets_limit{scope=\"total\"} %d\n"
+                   "mact_sockets_limit{scope=\"per_ip\"} %d\n", S->st.c.max_conns, S->st.c.max_conns_per_ip);
+    pthread_mutex_lock(&S->mm);
+    srv_buf_printf(b, "# HELP mact_sockets_refused_total Sockets refused by a connection limit, dropped by the header "
+                   "deadline or for not reading replies.\n# TYPE mact_sockets_refused_total counter\n"
+                   "mact_sockets_refused_total{reason=\"per_ip_limit\"} %llu\n"
+                   "mact_sockets_refused_total{reason=\"total_limit\"} %llu\n"
+                   "mact_sockets_refused_total{reason=\"past_grace\"} %llu\n"
+                   "mact_sockets_refused_total{reason=\"header_timeout\"} %llu\n"
+                   "mact_sockets_refused_total{reason=\"replies_unread\"} %llu\n",
+                   (unsigned long long)S->refused[0], (unsigned long long)S->refused[1],
+                   (unsigned long long)S->refused[2], (unsigned long long)S->header_timeouts,
+                   (unsigned long long)S->slow_reader_drops);
+    pthread_mutex_unlock(&S->mm);
+    srv_buf_printf(b, "# TYPE mact_received_bytes_total counter\n");
+    for (int p = 0; p < SRV_NPROTO; p++)
+        srv_buf_printf(b, "mact_received_bytes_total{protocol=\"%s\"} %lld\n", PROTO_NAME(p), atomic_load(&S->bytes_in[p]));
+    srv_buf_printf(b, "# TYPE mact_sent_bytes_total counter\n");
+    for (int p = 0; p < SRV_NPROTO; p++)
+        srv_buf_printf(b, "mact_sent_bytes_total{protocol=\"%s\"} %lld\n", PROTO_NAME(p), atomic_load(&S->bytes_out[p]));
+    srv_buf_printf(b, "# HELP mact_worker_busy_seconds_total Time each worker spent on requests.\n"
+                   "# TYPE mact_worker_busy_seconds_total counter\n");
+    for (int i = 0; i < S->nw && S->w; i++)
+        srv_buf_printf(b, "mact_worker_busy_seconds_total{worker=\"%d\"} %.3f\n", i, S->w[i].busy_ms / 1000.0);
+    process_metrics(b);
     srv_buf_printf(b, "# TYPE mact_workers gauge\nmact_workers %d\n", S->nw);
     srv_buf_printf(b, "# TYPE mact_ready gauge\nmact_ready %d\n", atomic_load(&S->ready) && !atomic_load(&S->draining));
     srv_buf_printf(b, "# TYPE mact_cold_start_seconds gauge\nmact_cold_start_seconds %.3f\n", S->cold_start_ms / 1000);
@@ -264,10 +326,26 @@ static void conn_send(srv *S, srv_conn *c, srv_out *o)
         srv_out *n = o->next;
         o->next = NULL;
         if (c->closing) { free(o->body.buf); free(o); o = n; continue; }
+        if (c->n_outq >= SRV_MAX_OUTQ || c->outq_bytes + o->body.len > SRV_MAX_OUTQ_BYTES) {
+            /* a client that sends requests but does not read the replies: dropped, its replies freed */
+            free(o->body.buf);
+            free(o);
+            c->closing = 1;
+            if (c->wsi) lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+            pthread_mutex_lock(&S->mm);
+            S->slow_reader_drops++;
+            pthread_mutex_unlock(&S->mm);
+            log_line(S, c->proto, c->peer, NULL, SRV_OC_BUSY, 0, 0, 0, 0, 0,
+                     "connection dropped: more than 32 replies or 16 MiB unread");
+            o = n;
+            continue;
+        }
         if (o->close_after) c->closing = 1;
         if (c->outq_tail) c->outq_tail->next = o;
         else c->outq = o;
         c->outq_tail = o;
+        c->n_outq++;
+        c->outq_bytes += o->body.len;
         atomic_fetch_add(&S->outs_pending, 1);
         o = n;
     }
@@ -434,6 +512,7 @@ static void *worker_main(void *arg)
             j->outcome = SRV_OC_DEADLINE;
         } else pr->handle(&S->st, w, j);
         j->t_done = srv_now_ms();
+        w->busy_ms += j->t_done - j->t_start;   /* the worker's own field; /metrics reads it racily (a gauge) */
         double total = j->t_done - j->msg->t_recv, qms = j->t_start - j->t_enq;
         pthread_mutex_lock(&S->mm);
         S->cnt[c->proto][j->outcome]++;
@@ -597,7 +676,10 @@ static int write_http(srv *S, struct lws *wsi, srv_conn *c)
     if (!o) return 0;
     c->outq = o->next;
     if (!c->outq) c->outq_tail = NULL;
+    c->n_outq--;
+    c->outq_bytes -= o->body.len;
     atomic_fetch_sub(&S->outs_pending, 1);
+    atomic_fetch_add(&S->bytes_out[c->proto], (long long)o->body.len);
     uint8_t hb[LWS_PRE + 1024], *start = hb + LWS_PRE, *p = start, *end = hb + sizeof hb - 1;
     int close_after = o->close_after;
     if (lws_add_http_common_headers(wsi, (unsigned)o->http_status, o->ctype ? o->ctype : "text/plain", o->body.len, &p, end) ||
@@ -618,7 +700,10 @@ static int write_ws(srv *S, struct lws *wsi, srv_conn *c)
     if (!o) return 0;
     c->outq = o->next;
     if (!c->outq) c->outq_tail = NULL;
+    c->n_outq--;
+    c->outq_bytes -= o->body.len;
     atomic_fetch_sub(&S->outs_pending, 1);
+    atomic_fetch_add(&S->bytes_out[c->proto], (long long)o->body.len);
     int n = lws_write(wsi, o->body.buf + SRV_PRE, o->body.len, o->kind == 1 ? LWS_WRITE_TEXT : LWS_WRITE_BINARY);
     int close_after = o->close_after, code = o->close_code;
     out_free(o);
@@ -759,6 +844,42 @@ static int raw_status(struct lws *wsi, const char *status, const char *body)
     return 1;
 }
 
+/* closes the sockets past their header deadline or their refusal's; on the event loop, woken at least every
+ * 250 ms by the signal thread */
+static void sweep_conns(srv *S)
+{
+    const void *k[64];
+    int n = srv_connlim_expired(S->cl, srv_now_ms(), S->st.c.header_timeout_s * 1000.0, 2000.0, k, 64);
+    /* synchronously: an async kill is undone when the next byte restarts lws's own timeout */
+    for (int i = 0; i < n; i++) lws_set_timeout((struct lws *)k[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
+    if (n) {
+        pthread_mutex_lock(&S->mm);
+        S->header_timeouts += (uint64_t)n;
+        pthread_mutex_unlock(&S->mm);
+    }
+}
+
+static void count_refused(srv *S, int r)
+{
+    pthread_mutex_lock(&S->mm);
+    S->refused[r == SRV_CONN_OVER_IP ? 0 : r == SRV_CONN_OVER_TOTAL ? 1 : 2]++;
+    pthread_mutex_unlock(&S->mm);
+}
+
+/* a socket over a connection limit: its first request answered 503 naming the limit, then closed */
+static int refuse_over(srv *S, int proto, struct lws *wsi, int r)
+{
+    char t[160], peer[64];
+    lws_get_peer_simple(wsi, peer, sizeof peer);
+    if (r == SRV_CONN_OVER_IP)
+        snprintf(t, sizeof t, "busy: %s has %d connections open, the limit per address (--max-connections-per-ip)",
+                 peer, S->st.c.max_conns_per_ip);
+    else snprintf(t, sizeof t, "busy: %d connections open, the server's limit (--max-connections)", S->st.c.max_conns);
+    log_line(S, proto, peer, NULL, SRV_OC_BUSY, 0, 0, 0, 0, 0, t);
+    count(S, proto, SRV_OC_BUSY);
+    return raw_status(wsi, "503 Service Unavailable", t);
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
     const struct lws_protocols *pr = lws_get_protocol(wsi);
@@ -770,10 +891,33 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     switch (reason) {
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
         drain_done(S);
+        sweep_conns(S);
         return 0;
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
-        return atomic_load(&S->draining) ? 1 : 0;
+        if (atomic_load(&S->draining)) return 1;
+        /* past the limit and its grace: closed before lws makes anything of the socket */
+        {
+            const struct lws_filter_network_conn_args *fa = user;
+            char ip[64] = "";
+            if (fa && fa->cli_addr.ss_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)&fa->cli_addr)->sin_addr, ip, sizeof ip);
+            if (!srv_connlim_admit(S->cl, ip)) { count_refused(S, SRV_CONN_CLOSE); return 1; }
+        }
+        return 0;
+    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED: {
+        char ip[64];
+        lws_get_peer_simple(wsi, ip, sizeof ip);
+        int r = srv_connlim_open(S->cl, wsi, ip, srv_now_ms());
+        if (r) count_refused(S, r);
+        /* (full: refused by the filter above) The header deadline (--header-timeout; lws's own ah timeout restarts on
+         * every byte, so a client dribbling headers would hold its socket for ever) and the 2 s a socket over a
+         * limit gets to ask for its refusal are swept from the event loop (sweep_conns) */
+        if (r == SRV_CONN_CLOSE) lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);  /* not reached */
+        return 0;
+    }
     case LWS_CALLBACK_HTTP:
+        srv_connlim_done(S->cl, wsi);
+        if (srv_connlim_over(S->cl, wsi)) return refuse_over(S, proto, wsi, srv_connlim_over(S->cl, wsi));
         return on_http(S, proto, wsi, pss, in);
     case LWS_CALLBACK_HTTP_BODY:
         if (!pss || !pss->conn || pss->conn->http_oversize) return 0;
@@ -782,6 +926,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             http_reply(S, pss->conn, 413, "application/json", "{\"error\": \"body exceeds the size limit\"}\n", 1);
             return 0;
         }
+        atomic_fetch_add(&S->bytes_in[proto], (long long)len);
         if (rx_append(pss->conn, in, len, len)) return -1;
         return 0;
     case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
@@ -797,13 +942,18 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (!pss || !pss->conn) return -1;
         return write_http(S, wsi, pss->conn);
+    case LWS_CALLBACK_WSI_DESTROY:
+        srv_connlim_close(S->cl, wsi);
+        if (pss) conn_close(S, pss);
+        return 0;
     case LWS_CALLBACK_HTTP_DROP_PROTOCOL:  /* a finished keep-alive transaction: lws frees the pss */
     case LWS_CALLBACK_CLOSED_HTTP:
     case LWS_CALLBACK_CLOSED:
-    case LWS_CALLBACK_WSI_DESTROY:
         if (pss) conn_close(S, pss);
         return 0;
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        srv_connlim_done(S->cl, wsi);
+        if (srv_connlim_over(S->cl, wsi)) return refuse_over(S, proto, wsi, srv_connlim_over(S->cl, wsi));
         if (srv_protocols[proto]->transport != SRV_WS) {
             char t[96];
             snprintf(t, sizeof t, "the %s port speaks HTTP only", srv_protocols[proto]->name);
@@ -843,6 +993,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, c->rx_len + len + rem, t);
             return 0;
         }
+        atomic_fetch_add(&S->bytes_in[proto], (long long)len);
         if (rx_append(c, in, len, len + rem)) return -1;
         if (final && rem == 0) {
             lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
@@ -952,6 +1103,7 @@ static void *signal_main(void *arg)
 {
     sig_arg *a = arg;
     int sig = 0;
+    unsigned tick = 0;
     while (!atomic_load(&a->S->exiting)) {
         struct timespec to = {0, 100 * 1000 * 1000};
         sig = sigtimedwait(&a->set, NULL, &to);
@@ -959,7 +1111,8 @@ static void *signal_main(void *arg)
             if (!atomic_load(&a->S->draining)) fprintf(stderr, "mact serve: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             atomic_store(&a->S->draining, 1);
         }
-        if (atomic_load(&a->S->draining)) lws_cancel_service(a->S->ctx);
+        /* the event loop's wake-up: the drain, and the connection sweep (at least every 250 ms) */
+        if (atomic_load(&a->S->draining) || ++tick % 3 == 0) lws_cancel_service(a->S->ctx);
     }
     return NULL;
 }
@@ -1015,6 +1168,20 @@ int srv_run(const srv_config *cfg)
     ci.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
     ci.timeout_secs = (unsigned)cfg->idle_timeout_s;
     ci.max_http_header_data = 8192;
+    /* descriptors: the soft limit raised to the hard one, and the sockets tracked (limit + grace) kept under it */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+        if (rl.rlim_cur < rl.rlim_max) { rl.rlim_cur = rl.rlim_max; setrlimit(RLIMIT_NOFILE, &rl); getrlimit(RLIMIT_NOFILE, &rl); }
+        if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)S->st.c.max_conns * 2 + 128 > rl.rlim_cur) {
+            int m = rl.rlim_cur > 256 ? (int)((rl.rlim_cur - 128) / 2) : 64;
+            fprintf(stderr, "mact serve: %llu descriptors allowed: --max-connections %d lowered to %d\n",
+                    (unsigned long long)rl.rlim_cur, S->st.c.max_conns, m);
+            S->st.c.max_conns = m;
+            if (S->st.c.max_conns_per_ip > m) S->st.c.max_conns_per_ip = m;
+        }
+    }
+    S->cl = srv_connlim_new(S->st.c.max_conns, S->st.c.max_conns_per_ip);
+    if (!S->cl) { fprintf(stderr, "mact serve: out of memory\n"); return 1; }
     S->ctx = lws_create_context(&ci);
     if (!S->ctx) { fprintf(stderr, "mact serve: lws_create_context failed\n"); return 1; }
     for (int p = 0; p < SRV_NPROTO; p++) {
@@ -1098,6 +1265,7 @@ int srv_run(const srv_config *cfg)
     if (S->st.m) mact_model_free(S->st.m);
     free(S->w);
     free(S->wt);
+    srv_connlim_free(S->cl);
     fprintf(stderr, "mact serve: exit %d\n", rc);
     free(S);
     return rc;

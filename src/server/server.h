@@ -43,6 +43,8 @@ typedef struct {
     int max_depth;                   /* nesting of msgpack / JSON containers */
     size_t max_string;               /* bytes of the task text */
     int idle_timeout_s;              /* a partial message or body stalled this long closes the connection */
+    int header_timeout_s;            /* a new connection's request line and headers must be in by then */
+    int max_conns, max_conns_per_ip; /* sockets open at once (all, from one address); more are refused */
     int drain_timeout_s;             /* SIGTERM: how long to wait for in-flight requests */
     srv_keys keys[SRV_NPROTO];
     srv_keys yam_keys;               /* /act: used when the body has the first YAM camera key */
