@@ -63,8 +63,10 @@ SERVER_LIB := $(if $(SERVER),$(BUILD)/libmact_server.a)
 SERVER_LIBS := $(if $(SERVER),-lwebsockets -lmsgpackc)
 TOOLS_SRC := $(if $(SERVER),$(wildcard tools/*.c),$(filter-out tools/serve_cmd.c,$(wildcard tools/*.c)))
 HDRS     := $(wildcard include/*.h src/*/*.h src/*/*/*.h)
-TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool \
-            $(BUILD)/tests/video_tool
+# the pickle reader's tests link the server archive, so they exist only where the server is built
+PICKLE_TESTS := $(if $(SERVER),$(BUILD)/tests/test_pickle $(BUILD)/tests/pickle_tool)
+TESTS    := $(filter-out $(BUILD)/tests/test_pickle,$(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))) \
+            $(BUILD)/tests/npz_roundtrip_tool $(BUILD)/tests/video_tool $(PICKLE_TESTS)
 
 all: $(BUILD)/mact $(BUILD)/libmact.so $(BUILD)/mact.pc $(TESTS)
 
@@ -127,6 +129,10 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(BUILD)/libmact_dev.a $(BUILD)/libma
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/c $< $(BUILD)/libmact_dev.a $(BUILD)/libmact.a $(LDLIBS) $(DEV_LIBS) -o $@
 
+$(PICKLE_TESTS): $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(SERVER_LIB) $(BUILD)/libmact.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/c $< $(SERVER_LIB) $(BUILD)/libmact.a $(LDLIBS) -o $@
+
 test: all
 	BUILD=$(BUILD) tests/run.sh
 
@@ -158,7 +164,7 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc
 FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null || echo clang)
 FUZZ_SECONDS ?= 60
 FUZZ_SERVE   := $(if $(SERVER),wire serve_openpi serve_act serve_vla)
-FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video $(FUZZ_SERVE)
+FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video $(FUZZ_SERVE) $(if $(SERVER),pickle)
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
 FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/io/safetensors.c src/io/normstats.c \
@@ -181,6 +187,11 @@ FUZZ_SRV_OBJ := $(BUILD)/fuzz/obj/server/wire.o $(BUILD)/fuzz/obj/server/proto.o
 $(FUZZ_SERVE:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h fuzz/serve_stub.h $(FUZZ_OBJ) $(FUZZ_SRV_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_SRV_OBJ) $(FUZZ_OBJ) \
 	    $(FUZZ_LDLIBS) -lmsgpackc -o $@
+
+# the pickle / PR #3048 reader (src/server/pickle*.c need only src/base, safetensors.c and cJSON)
+FUZZ_PICKLE_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(wildcard src/server/pickle*.c))
+$(BUILD)/fuzz/fuzz_pickle: fuzz/fuzz_pickle.c fuzz/fuzz_common.h $(FUZZ_OBJ) $(FUZZ_PICKLE_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_PICKLE_OBJ) $(FUZZ_OBJ) $(FUZZ_LDLIBS) -o $@
 
 fuzz-build: $(FUZZ_BINS)
 
