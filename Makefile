@@ -83,8 +83,10 @@ GRPC_LIBS := -lgrpc -lgpr -lprotobuf-c
 SERVER_LIBS := $(if $(SERVER),-lwebsockets -lmsgpackc $(GRPC_LIBS))
 TOOLS_SRC := $(if $(SERVER),$(wildcard tools/*.c tools/common/*.c),$(filter-out tools/serve_cmd.c,$(wildcard tools/*.c tools/common/*.c)))
 HDRS     := $(wildcard include/*.h src/*/*.h src/*/*/*.h)
-TESTS    := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)) $(BUILD)/tests/npz_roundtrip_tool \
-            $(BUILD)/tests/video_tool $(if $(SERVER),$(BUILD)/tests/lr_grpc_echo)
+# the pickle reader's tests link the server archive, so they exist only where the server is built
+PICKLE_TESTS := $(if $(SERVER),$(BUILD)/tests/test_pickle $(BUILD)/tests/pickle_tool)
+TESTS    := $(filter-out $(BUILD)/tests/test_pickle,$(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))) \
+            $(BUILD)/tests/npz_roundtrip_tool $(BUILD)/tests/video_tool $(PICKLE_TESTS) $(if $(SERVER),$(BUILD)/tests/lr_grpc_echo)
 
 TOOLKITS := data compress
 all: $(BUILD)/mact $(BUILD)/libmact.so $(TOOLKITS:%=$(BUILD)/libmact_%.so) $(BUILD)/mact.pc $(TOOLKITS:%=$(BUILD)/mact_%.pc) \
@@ -186,10 +188,18 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(ALL_ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/c $< $(ALL_ARCHIVES) $(LDLIBS) $(DEV_LIBS) -o $@
 
+$(PICKLE_TESTS): $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(SERVER_LIB) $(BUILD)/libmact.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/c $< $(SERVER_LIB) $(BUILD)/libmact.a $(LDLIBS) -o $@
+
 # the LeRobot gRPC transport alone, with recording handlers, for tests/test_lerobot_grpc.sh
 $(BUILD)/tests/lr_grpc_echo: tests/c/lr_grpc_echo.c src/server/grpc_lerobot.h $(SERVER_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(SERVER_LIB) $(GRPC_LIBS) -lz -pthread -o $@
+
+$(PICKLE_TESTS): $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(SERVER_LIB) $(BUILD)/libmact.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/c $< $(SERVER_LIB) $(BUILD)/libmact.a $(LDLIBS) -o $@
 
 test: all
 	BUILD=$(BUILD) tests/run.sh
@@ -232,7 +242,7 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc $
 FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null || echo clang)
 FUZZ_SECONDS ?= 60
 FUZZ_SERVE   := $(if $(SERVER),wire serve_openpi serve_act serve_vla)
-FUZZ_LR      := $(if $(SERVER),lr_proto)
+FUZZ_LR      := $(if $(SERVER),lr_proto pickle)
 FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video $(FUZZ_SERVE) $(FUZZ_LR)
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
@@ -271,6 +281,11 @@ $(BUILD)/fuzz/obj/gen/lerobot_services.pb-c.o: $(BUILD)/gen/lerobot_services.pb-
 
 $(BUILD)/fuzz/fuzz_lr_proto: fuzz/fuzz_lr_proto.c fuzz/fuzz_common.h src/server/grpc_lerobot.h $(FUZZ_LR_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LR_OBJ) -lprotobuf-c -o $@
+
+# the pickle / PR #3048 reader (src/server/pickle*.c need only src/base, safetensors.c and cJSON)
+FUZZ_PICKLE_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(wildcard src/server/pickle*.c))
+$(BUILD)/fuzz/fuzz_pickle: fuzz/fuzz_pickle.c fuzz/fuzz_common.h $(FUZZ_OBJ) $(FUZZ_PICKLE_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_PICKLE_OBJ) $(FUZZ_OBJ) $(FUZZ_LDLIBS) -o $@
 
 fuzz-build: $(FUZZ_BINS)
 
