@@ -197,10 +197,6 @@ $(BUILD)/tests/lr_grpc_echo: tests/c/lr_grpc_echo.c src/server/grpc_lerobot.h $(
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(SERVER_LIB) $(GRPC_LIBS) -lz -pthread -o $@
 
-$(PICKLE_TESTS): $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(SERVER_LIB) $(BUILD)/libmact.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/c $< $(SERVER_LIB) $(BUILD)/libmact.a $(LDLIBS) -o $@
-
 test: all
 	BUILD=$(BUILD) tests/run.sh
 
@@ -260,10 +256,12 @@ $(BUILD)/fuzz/obj/%.o: src/%.c $(HDRS)
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(FUZZ_LDLIBS) -o $@
 
-# the server's codecs, request decoders and protocols: every src/server file but server.c (the event loop; fuzz/
-# serve_stub.h stands in for it and the model); rtc.c for
+# the server's codecs, request decoders and protocols: every src/server file but the event loop (server.c,
+# metrics.c, own.c; fuzz/serve_stub.h stands in for them and the model) and the gRPC service; rtc.c for
 # the schedule / guidance names (the stub traps its session-bound callees)
-FUZZ_SRV_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/server/server.c,$(SERVER_SRC))) \
+FUZZ_SRV_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/server/server.c src/server/metrics.c \
+                  src/server/own.c src/server/grpc_lerobot.c src/server/grpc_lerobot_msg.c src/server/lerobot_service.c,\
+                  $(SERVER_SRC))) \
                 $(BUILD)/fuzz/obj/stages/rtc.o
 $(FUZZ_SERVE:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h fuzz/serve_stub.h $(FUZZ_OBJ) $(FUZZ_SRV_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_SRV_OBJ) $(FUZZ_OBJ) \

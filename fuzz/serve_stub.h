@@ -35,6 +35,13 @@ void mact_rtc_vjp(struct mact_session *s, const void *c, const float *x, int h, 
 void mact_rtc_vjp(struct mact_session *s, const void *c, const float *x, int h, float time, float *e)
 { (void)s; (void)c; (void)x; (void)h; (void)time; (void)e; __builtin_trap(); }
 
+/* the LeRobot protocol's gRPC service (lerobot_service.c needs gRPC): the table names it, nothing calls it here */
+typedef struct srv srv;
+int lr_service_start(srv *S, int port, char *err, size_t el);
+void lr_service_stop(srv *S);
+int lr_service_start(srv *S, int port, char *err, size_t el) { (void)S; (void)port; (void)err; (void)el; __builtin_trap(); }
+void lr_service_stop(srv *S) { (void)S; __builtin_trap(); }
+
 /* mact_predict's view of the request: every field inside the server's limits, else a violated property. */
 srv_outcome srv_predict(const srv_state *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err,
                         size_t el)

@@ -10,13 +10,18 @@
 static int serve_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mact serve --model DIR [--openpi PORT] [--act PORT] [--vla-eval PORT] [options]\n"
+            "usage: mact serve --model DIR [--openpi PORT] [--act PORT] [--vla-eval PORT] [--lerobot PORT] [options]\n"
             "  --host ADDR              address to bind (default 127.0.0.1)\n"
             "  --openpi PORT            openpi WebSocket + msgpack-numpy\n"
             "  --act PORT               MolmoAct2 HTTP POST /act (json_numpy)\n"
             "  --vla-eval PORT          vla-evaluation-harness WebSocket model-server protocol\n"
+            "  --lerobot PORT           LeRobot's async-inference gRPC service (robot_client; pickles read as data)\n"
+            "  --lerobot-fps F          the client's control rate: action timestamps, the RTC delay (default 30)\n"
+            "  --lerobot-rtc on|off     real-time chunking from the last chunk's unexecuted rows (default on; run the\n"
+            "                           client with --aggregate_fn_name=latest_only)\n"
+            "  --lerobot-obs-timeout-ms N  how long GetActions waits for an observation (default 2000)\n"
             "  --api-key-file F         require Authorization: Api-Key <key> / Bearer <key>\n"
-            "  --api-key-protocols L    which protocols require it (default openpi,act,vla-eval)\n"
+            "  --api-key-protocols L    which protocols require it (default all: openpi,act,vla-eval,lerobot)\n"
             "  --workers N              inference sessions (default 1), each with its own thread pool\n"
             "  --threads N              threads per worker (default: the CPUs / workers)\n"
             "  --queue N                requests waiting for a worker before 'busy' (default 64)\n"
@@ -70,6 +75,13 @@ int cmd_serve(int argc, char **argv)
             if (mact_parse_int_arg(a, v, 1, 65535, &c.port[p], perr, sizeof perr)) goto bad_num;
         }
         else if (!strcmp(a, "--api-key-file")) c.api_key_file = v;
+        else if (!strcmp(a, "--lerobot-fps")) { if (mact_parse_f64_arg(a, v, 0.1, 10000, &c.lerobot_fps, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--lerobot-obs-timeout-ms")) { if (mact_parse_int_arg(a, v, 1, 600000, &c.lerobot_obs_timeout_ms, perr, sizeof perr)) goto bad_num; }
+        else if (!strcmp(a, "--lerobot-rtc")) {
+            if (!strcmp(v, "on")) c.lerobot_rtc = 1;
+            else if (!strcmp(v, "off")) c.lerobot_rtc = 0;
+            else { fprintf(stderr, "mact serve: --lerobot-rtc is on or off\n"); return 2; }
+        }
         else if (!strcmp(a, "--api-key-protocols")) {
             for (int p = 0; p < SRV_NPROTO; p++) c.key_required[p] = 0;
             for (const char *q = v; *q;) {   /* a comma list of protocol names ("vla" for vla-eval too) */

@@ -66,6 +66,8 @@ cJSON *srv_json_parse(const char *p, size_t n, int max_depth, char *err, size_t 
 cJSON *srv_js_get(const cJSON *obj, const char *key);
 int srv_js_arr(const cJSON *o, srv_arr *a, char *err, size_t el);   /* json_numpy, a number, a list */
 int srv_js_frame(const cJSON *o, const srv_config *c, mact_image *img, char *err, size_t el);
+/* an HxWx{1,3,4} uint8 (or HxWx3 float32 in [0, 1]) array -> an RGB frame, within the pixel cap */
+int srv_frame_from_arr(const srv_arr *a, const srv_config *c, mact_image *img, char *err, size_t el);
 int srv_frame_from_encoded(const uint8_t *p, size_t n, const srv_config *c, mact_image *img, char *err, size_t el);
 
 /* A decoder's return for the server's own failure (out of memory), as opposed to -1, the client's error. */
@@ -227,7 +229,7 @@ typedef struct {
     void (*stop)(srv *S);
 } srv_protocol;
 extern const srv_protocol *const srv_protocols[SRV_NPROTO];
-extern const srv_protocol srv_proto_openpi, srv_proto_act, srv_proto_vla;
+extern const srv_protocol srv_proto_openpi, srv_proto_act, srv_proto_vla, srv_proto_lerobot;
 
 /* ---- shared by the protocols (request.c) ---- */
 srv_out *srv_out_new(int kind);
@@ -259,6 +261,8 @@ int srv_is_ready(const srv *S);                   /* loaded and not draining */
 int srv_is_draining(const srv *S);
 /* the API key check for proto (1 when no key is configured or proto does not require one); constant time */
 int srv_key_ok(const srv *S, int proto, const char *key, size_t kl);
+/* the configured API key when proto requires one, else NULL */
+const char *srv_api_key(const srv *S, int proto);
 /* A connection for a client of proto (peer: its address, for the log); released when the client is gone (its
  * pstate is freed by the protocol's conn_free once no job holds it). */
 srv_conn *srv_conn_open(srv *S, int proto, const char *peer);

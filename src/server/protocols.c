@@ -9,6 +9,7 @@ const srv_protocol *const srv_protocols[SRV_NPROTO] = {
     [SRV_OPENPI] = &srv_proto_openpi,
     [SRV_ACT] = &srv_proto_act,
     [SRV_VLA] = &srv_proto_vla,
+    [SRV_LEROBOT] = &srv_proto_lerobot,
 };
 
 const char *const srv_outcome_name[SRV_OC_N] = {
@@ -74,6 +75,9 @@ void srv_config_defaults(srv_config *c)
         c->key_required[p] = 1;
         set_keys(&c->keys[p], pr->cams, pr->state, pr->task);
     }
+    c->lerobot_fps = 30;              /* LeRobot's DEFAULT_FPS */
+    c->lerobot_rtc = 1;
+    c->lerobot_obs_timeout_ms = 2000; /* LeRobot's DEFAULT_OBS_QUEUE_TIMEOUT */
     /* /act's second key set: a body with the first YAM camera key */
     set_keys(&c->yam_keys, "top_cam,left_cam,right_cam", "state", "instruction");
 }

@@ -14,59 +14,10 @@
 #include <sys/resource.h>
 #include <dirent.h>
 #include <unistd.h>
-#include <libwebsockets.h>
-#include "server/internal.h"
+#include "server/loop.h"
 
 _Static_assert(SRV_PRE >= LWS_PRE, "SRV_PRE must cover LWS_PRE");
 
-#define PROTO_NAME(p) (srv_protocols[p]->name)
-#define NB 15
-static const double BUCKET[NB] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
-/* histograms: one request-time histogram per protocol (H_REQ + p), then the shared ones */
-enum { H_REQ = 0, H_QUEUE = SRV_NPROTO, H_PRE, H_VISION, H_LLM, H_ACTION, H_INFER, H_OVERHEAD, H_N };
-static const char *const H_NAME[H_N - H_QUEUE] = {
-    "mact_queue_wait_seconds", "mact_stage_seconds{stage=\"preprocess\"}", "mact_stage_seconds{stage=\"vision\"}",
-    "mact_stage_seconds{stage=\"llm\"}", "mact_stage_seconds{stage=\"action\"}", "mact_stage_seconds{stage=\"inference\"}",
-    "mact_stage_seconds{stage=\"server_overhead\"}"};
-
-typedef struct { uint64_t n[NB + 1]; double sum; uint64_t count; } histo;
-
-typedef struct { srv *S; int proto; } proto_ctx;
-typedef struct { srv_conn *conn; } pss_t;
-
-struct srv {
-    srv_state st;              /* what the protocols read: filled by the loader before `ready`, read-only after */
-    srv_worker *w;
-    pthread_t *wt;
-    int nw, nw_started;
-    struct lws_context *ctx;
-    proto_ctx pctx[SRV_NPROTO];
-    struct lws_protocols protos[SRV_NPROTO][2];
-    pthread_mutex_t qm;
-    pthread_cond_t qc;
-    srv_job *qhead, *qtail;
-    int qlen, stop_workers;
-    pthread_mutex_t dm;
-    srv_job *dhead, *dtail;
-    pthread_mutex_t sm;        /* srv_run_sync's jobs: done flags */
-    pthread_cond_t sc;
-    atomic_int ready, draining, load_failed, exiting;
-    atomic_int jobs_live, outs_pending, conns;
-    srv_conn *all;  /* open connections: freed after lws_context_destroy if lws did not close them */
-    char key[512];
-    size_t keylen;
-    double t0, cold_start_ms;
-    pthread_mutex_t mm;
-    uint64_t cnt[SRV_NPROTO][SRV_OC_N];
-    histo h[H_N];
-    uint64_t dropped_conns;
-    srv_connlim *cl;           /* event-loop thread */
-    uint64_t refused[3];
-    uint64_t header_timeouts;
-    uint64_t slow_reader_drops;  /* connections dropped with too many replies unread */
-    atomic_llong bytes_in[SRV_NPROTO], bytes_out[SRV_NPROTO];  /* sockets closed by the header deadline (or after their refusal's 2 s) */       /* sockets over the per-IP limit, the global limit, past the grace (under mm) */
-    int own_started[SRV_NPROTO];
-};
 
 double srv_now_ms(void)
 {
@@ -75,185 +26,8 @@ double srv_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-static const char *tag_name(const srv_state *S) { return S->tag.name ? S->tag.name : ""; }
-
-/* ---- metrics ---- */
-static void observe(srv *S, int h, double ms)
-{
-    double s = ms / 1000.0;
-    histo *x = &S->h[h];
-    int b = 0;
-    while (b < NB && s > BUCKET[b]) b++;
-    x->n[b]++;
-    x->sum += s;
-    x->count++;
-}
-
-static void log_line(srv *S, int proto, const char *peer, const char *id, srv_outcome outcome, double queue_ms,
-                     double decode_ms, double infer_ms, double total_ms, size_t in_bytes, const char *detail)
-{
-    if (!S->st.c.log_requests) return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s peer=%s id=%s outcome=%s queue_ms=%.2f decode_ms=%.2f "
-            "infer_ms=%.2f total_ms=%.2f bytes=%zu%s%s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-            tm.tm_sec, ts.tv_nsec / 1000000, PROTO_NAME(proto), peer, id && *id ? id : "-", srv_outcome_name[outcome], queue_ms,
-            decode_ms, infer_ms, total_ms, in_bytes, detail && *detail ? " detail=" : "", detail ? detail : "");
-}
-
-/* the process's resident memory, open descriptors and threads, from /proc (Linux; absent elsewhere) */
-static void process_metrics(srv_buf *b)
-{
-    long pages = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &rss) == 2)
-            srv_buf_printf(b, "# TYPE mact_process_resident_bytes gauge\nmact_process_resident_bytes %lld\n",
-                           (long long)rss * sysconf(_SC_PAGESIZE));
-        fclose(f);
-    }
-    DIR *d = opendir("/proc/self/fd");
-    if (d) {
-        int n = 0;
-        for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-        closedir(d);
-        srv_buf_printf(b, "# TYPE mact_process_open_fds gauge\nmact_process_open_fds %d\n", n - 1);  /* less the dir's own */
-    }
-    f = fopen("/proc/self/status", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f))
-            if (!strncmp(line, "Threads:", 8)) srv_buf_printf(b, "# TYPE mact_process_threads gauge\nmact_process_threads %d\n", atoi(line + 8));
-        fclose(f);
-    }
-}
-
-static void metrics_text(srv *S, srv_buf *b)
-{
-    pthread_mutex_lock(&S->mm);
-    srv_buf_printf(b, "# HELP mact_requests_total Requests by protocol and outcome.\n# TYPE mact_requests_total counter\n");
-    for (int p = 0; p < SRV_NPROTO; p++)
-        for (int o = 0; o < SRV_OC_N; o++)
-            srv_buf_printf(b, "mact_requests_total{protocol=\"%s\",outcome=\"%s\"} %llu\n", PROTO_NAME(p), srv_outcome_name[o],
-                           (unsigned long long)S->cnt[p][o]);
-    char prev[96] = "";
-    for (int h = 0; h < H_N; h++) {
-        char name[96], inner[96] = "", full[128];
-        if (h < H_QUEUE) snprintf(full, sizeof full, "mact_request_seconds{protocol=\"%s\"}", PROTO_NAME(h));
-        else snprintf(full, sizeof full, "%s", H_NAME[h - H_QUEUE]);
-        const char *br = strchr(full, '{');
-        size_t nl = br ? (size_t)(br - full) : strlen(full);
-        memcpy(name, full, nl);
-        name[nl] = 0;
-        if (br) snprintf(inner, sizeof inner, "%.*s", (int)(strlen(br) - 2), br + 1);
-        if (strcmp(prev, name)) {
-            srv_buf_printf(b, "# TYPE %s histogram\n", name);
-            snprintf(prev, sizeof prev, "%s", name);
-        }
-        uint64_t acc = 0;
-        for (int i = 0; i <= NB; i++) {
-            acc += S->h[h].n[i];
-            char le[32];
-            if (i < NB) snprintf(le, sizeof le, "%g", BUCKET[i]);
-            else snprintf(le, sizeof le, "+Inf");
-            srv_buf_printf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, inner, br ? "," : "", le, (unsigned long long)acc);
-        }
-        srv_buf_printf(b, "%s_sum%s%s%s %.6f\n", name, br ? "{" : "", inner, br ? "}" : "", S->h[h].sum);
-        srv_buf_printf(b, "%s_count%s%s%s %llu\n", name, br ? "{" : "", inner, br ? "}" : "", (unsigned long long)S->h[h].count);
-    }
-    pthread_mutex_unlock(&S->mm);
-    pthread_mutex_lock(&S->qm);
-    int ql = S->qlen;
-    pthread_mutex_unlock(&S->qm);
-    srv_buf_printf(b, "# TYPE mact_queue_depth gauge\nmact_queue_depth %d\n", ql);
-    srv_buf_printf(b, "# TYPE mact_queue_capacity gauge\nmact_queue_capacity %d\n", S->st.c.queue_cap);
-    srv_buf_printf(b, "# TYPE mact_jobs_in_flight gauge\nmact_jobs_in_flight %d\n", atomic_load(&S->jobs_live));
-    srv_buf_printf(b, "# TYPE mact_connections gauge\nmact_connections %d\n", atomic_load(&S->conns));
-    srv_buf_printf(b, "# HELP mact_sockets_open Accepted sockets open (every protocol, any state).\n"
-                   "# TYPE mact_sockets_open gauge\nmact_sockets_open %d\n", srv_connlim_count(S->cl));
-    srv_buf_printf(b, "# TYPE mact_sockets_limit gauge\nmact_sockets_limit{scope=\"total\"} %d\n"
-                   "mact_sockets_limit{scope=\"per_ip\"} %d\n", S->st.c.max_conns, S->st.c.max_conns_per_ip);
-    pthread_mutex_lock(&S->mm);
-    srv_buf_printf(b, "# HELP mact_sockets_refused_total Sockets refused by a connection limit, dropped by the header "
-                   "deadline or for not reading replies.\n# TYPE mact_sockets_refused_total counter\n"
-                   "mact_sockets_refused_total{reason=\"per_ip_limit\"} %llu\n"
-                   "mact_sockets_refused_total{reason=\"total_limit\"} %llu\n"
-                   "mact_sockets_refused_total{reason=\"past_grace\"} %llu\n"
-                   "mact_sockets_refused_total{reason=\"header_timeout\"} %llu\n"
-                   "mact_sockets_refused_total{reason=\"replies_unread\"} %llu\n",
-                   (unsigned long long)S->refused[0], (unsigned long long)S->refused[1],
-                   (unsigned long long)S->refused[2], (unsigned long long)S->header_timeouts,
-                   (unsigned long long)S->slow_reader_drops);
-    pthread_mutex_unlock(&S->mm);
-    srv_buf_printf(b, "# TYPE mact_received_bytes_total counter\n");
-    for (int p = 0; p < SRV_NPROTO; p++)
-        srv_buf_printf(b, "mact_received_bytes_total{protocol=\"%s\"} %lld\n", PROTO_NAME(p), atomic_load(&S->bytes_in[p]));
-    srv_buf_printf(b, "# TYPE mact_sent_bytes_total counter\n");
-    for (int p = 0; p < SRV_NPROTO; p++)
-        srv_buf_printf(b, "mact_sent_bytes_total{protocol=\"%s\"} %lld\n", PROTO_NAME(p), atomic_load(&S->bytes_out[p]));
-    srv_buf_printf(b, "# HELP mact_worker_busy_seconds_total Time each worker spent on requests.\n"
-                   "# TYPE mact_worker_busy_seconds_total counter\n");
-    for (int i = 0; i < S->nw && S->w; i++)
-        srv_buf_printf(b, "mact_worker_busy_seconds_total{worker=\"%d\"} %.3f\n", i, S->w[i].busy_ms / 1000.0);
-    process_metrics(b);
-    srv_buf_printf(b, "# TYPE mact_workers gauge\nmact_workers %d\n", S->nw);
-    srv_buf_printf(b, "# TYPE mact_ready gauge\nmact_ready %d\n", atomic_load(&S->ready) && !atomic_load(&S->draining));
-    srv_buf_printf(b, "# TYPE mact_cold_start_seconds gauge\nmact_cold_start_seconds %.3f\n", S->cold_start_ms / 1000);
-    srv_buf_printf(b, "# TYPE mact_model_info gauge\nmact_model_info{version=\"%s\",precision=\"%s\",norm_tag=\"%s\","
-                   "d_model=\"%d\",n_layers=\"%d\",max_action_horizon=\"%d\",max_action_dim=\"%d\"} 1\n",
-                   MACT_VERSION_STRING, mact_precision_str(S->st.mi.precision), tag_name(&S->st), S->st.mi.d_model,
-                   S->st.mi.n_layers, S->st.mi.max_action_horizon, S->st.mi.max_action_dim);
-}
-
-void srv_identity_json(const srv_state *S, int ready, srv_buf *b)
-{
-    const char *base = strrchr(S->c.model_dir, '/');
-    base = base && base[1] ? base + 1 : S->c.model_dir;
-    srv_buf_printf(b, "{\"status\": \"%s\", \"repo_id\": \"%s\", \"norm_tag\": \"%s\", \"num_cameras\": %d, "
-                   "\"state_dim\": %d, \"device\": \"cpu\", \"dtype\": \"%s\", \"server\": \"mact %s\", "
-                   "\"max_action_horizon\": %d, \"workers\": %d}\n",
-                   ready ? "ok" : "loading", base, tag_name(S), S->n_cameras > 0 ? S->n_cameras : S->c.keys[SRV_ACT].n_cams,
-                   S->state_dim, mact_precision_str(S->mi.precision), MACT_VERSION_STRING, S->mi.max_action_horizon,
-                   S->workers);
-}
-
-static void config_json(srv *S, srv_buf *b)
-{
-    const srv_config *c = &S->st.c;
-    srv_buf_printf(b, "{\"server\": \"mact %s\", \"model_dir\": \"%s\", \"host\": \"%s\", \"ports\": {", MACT_VERSION_STRING,
-                   c->model_dir, c->host);
-    for (int p = 0, f = 0; p < SRV_NPROTO; p++)
-        if (c->port[p]) srv_buf_printf(b, "%s\"%s\": %d", f++ ? ", " : "", PROTO_NAME(p), c->port[p]);
-    srv_buf_printf(b, "}, \"workers\": %d, \"threads_per_worker\": %d, \"queue_capacity\": %d, \"deadline_ms\": %d, "
-                   "\"max_message_bytes\": %zu, \"max_images\": %d, \"max_image_pixels\": %lld, \"max_depth\": %d, "
-                   "\"max_string\": %zu, \"idle_timeout_s\": %d, \"api_key\": %s, \"api_key_required\": {",
-                   S->nw, S->nw ? mact_session_threads(S->w[0].s) : 0, c->queue_cap, c->deadline_ms, c->max_message,
-                   c->max_images, (long long)c->max_image_pixels, c->max_depth, c->max_string, c->idle_timeout_s,
-                   S->keylen ? "true" : "false");
-    for (int p = 0; p < SRV_NPROTO; p++)
-        srv_buf_printf(b, "%s\"%s\": %s", p ? ", " : "", PROTO_NAME(p), S->keylen && c->key_required[p] ? "true" : "false");
-    static const char *const sched[] = {"linear", "zeros", "ones", "exp"};
-    srv_buf_printf(b, "}, \"replan_steps\": %d, \"replan_rtc\": {\"schedule\": \"%s\", \"execution_horizon\": %d, "
-                   "\"max_guidance_weight\": %g, \"guidance\": \"%s\"}", c->replan_steps,
-                   sched[(unsigned)c->replan_rtc.schedule & 3], c->replan_rtc.execution_horizon ? c->replan_rtc.execution_horizon
-                   : MACT_RTC_DEFAULT_EXECUTION_HORIZON, c->replan_rtc.max_guidance_weight > 0 ?
-                   (double)c->replan_rtc.max_guidance_weight : (double)MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT,
-                   c->replan_rtc.guidance == MACT_RTC_VJP ? "vjp" : "identity");
-    srv_buf_printf(b, ", \"precision\": \"%s\", \"norm_tag\": \"%s\", \"keys\": {", mact_precision_str(S->st.mi.precision),
-                   tag_name(&S->st));
-    for (int p = 0; p < SRV_NPROTO; p++) {
-        const srv_keys *k = &c->keys[p];
-        srv_buf_printf(b, "%s\"%s\": {\"cameras\": [", p ? ", " : "", PROTO_NAME(p));
-        for (int i = 0; i < k->n_cams; i++) srv_buf_printf(b, "%s\"%s\"", i ? ", " : "", k->cams[i]);
-        srv_buf_printf(b, "], \"state\": \"%s\", \"task\": \"%s\"}", k->state, k->task);
-    }
-    srv_buf_printf(b, "}}\n");
-}
-
 /* ---- connections ---- */
-static void conn_unref(srv *S, srv_conn *c)
+void srv_conn_unref(srv *S, srv_conn *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1) return;
     void (*f)(void *) = srv_protocols[c->proto]->conn_free;
@@ -262,7 +36,7 @@ static void conn_unref(srv *S, srv_conn *c)
     free(c);
 }
 
-static void out_free(srv_out *o)
+void srv_outq_free(srv_out *o)
 {
     while (o) {
         srv_out *n = o->next;
@@ -272,7 +46,7 @@ static void out_free(srv_out *o)
     }
 }
 
-static void msg_free(srv_msg *m)
+void srv_msg_free(srv_msg *m)
 {
     if (!m) return;
     free(m->data);
@@ -288,12 +62,12 @@ static void conn_free_open(srv *S, srv_conn *c)
     c->wsi = NULL;
     free(c->rx);
     c->rx = NULL;
-    while (c->backlog) { srv_msg *m = c->backlog; c->backlog = m->next; msg_free(m); }
+    while (c->backlog) { srv_msg *m = c->backlog; c->backlog = m->next; srv_msg_free(m); }
     for (srv_out *o = c->outq; o; o = o->next) atomic_fetch_sub(&S->outs_pending, 1);
-    out_free(c->outq);
+    srv_outq_free(c->outq);
     c->outq = NULL;
     atomic_fetch_sub(&S->conns, 1);
-    conn_unref(S, c);
+    srv_conn_unref(S, c);
 }
 
 static void conn_close(srv *S, pss_t *pss)
@@ -335,7 +109,7 @@ static void conn_send(srv *S, srv_conn *c, srv_out *o)
             pthread_mutex_lock(&S->mm);
             S->slow_reader_drops++;
             pthread_mutex_unlock(&S->mm);
-            log_line(S, c->proto, c->peer, NULL, SRV_OC_BUSY, 0, 0, 0, 0, 0,
+            srv_log_line(S, c->proto, c->peer, NULL, SRV_OC_BUSY, 0, 0, 0, 0, 0,
                      "connection dropped: more than 32 replies or 16 MiB unread");
             o = n;
             continue;
@@ -352,7 +126,7 @@ static void conn_send(srv *S, srv_conn *c, srv_out *o)
     if (c->wsi) lws_callback_on_writable(c->wsi);
 }
 
-static void count(srv *S, int proto, srv_outcome oc)
+void srv_count(srv *S, int proto, srv_outcome oc)
 {
     pthread_mutex_lock(&S->mm);
     S->cnt[proto][oc]++;
@@ -363,13 +137,13 @@ static void reject_now(srv *S, srv_conn *c, srv_msg *m, int status, srv_outcome 
 {
     srv_out *o = srv_protocols[c->proto]->error_out(&S->st, m ? m->data : NULL, m ? m->len : 0, status, text);
     conn_send(S, c, o);
-    count(S, c->proto, oc);
-    log_line(S, c->proto, c->peer, NULL, oc, 0, 0, 0, m ? srv_now_ms() - m->t_recv : 0, m ? m->len : 0, text);
-    msg_free(m);
+    srv_count(S, c->proto, oc);
+    srv_log_line(S, c->proto, c->peer, NULL, oc, 0, 0, 0, m ? srv_now_ms() - m->t_recv : 0, m ? m->len : 0, text);
+    srv_msg_free(m);
 }
 
 /* j (conn and msg set) onto the worker queue; -1 when the queue is full (nothing taken) */
-static int enqueue(srv *S, srv_job *j)
+int srv_enqueue(srv *S, srv_job *j)
 {
     j->t_enq = srv_now_ms();
     pthread_mutex_lock(&S->qm);
@@ -404,7 +178,7 @@ static void dispatch(srv *S, srv_conn *c, srv_msg *m)
     if (!j) { reject_now(S, c, m, 500, SRV_OC_ERROR, "out of memory"); return; }
     j->conn = c;
     j->msg = m;
-    if (enqueue(S, j)) {
+    if (srv_enqueue(S, j)) {
         free(j);
         reject_now(S, c, m, 503, SRV_OC_BUSY, "busy: the request queue is full");
         return;
@@ -437,9 +211,9 @@ static void drain_done(srv *S)
                 dispatch(S, c, m);
             }
         }
-        out_free(j->out);
-        msg_free(j->msg);
-        conn_unref(S, c);
+        srv_outq_free(j->out);
+        srv_msg_free(j->msg);
+        srv_conn_unref(S, c);
         free(j);
         atomic_fetch_sub(&S->jobs_live, 1);
         j = n;
@@ -517,20 +291,20 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&S->mm);
         S->cnt[c->proto][j->outcome]++;
         if (j->outcome != SRV_OC_CONTROL) {
-            observe(S, H_REQ + c->proto, total);
-            observe(S, H_QUEUE, qms);
+            srv_observe(S, H_REQ + c->proto, total);
+            srv_observe(S, H_QUEUE, qms);
         }
         if (j->did_infer && j->outcome == SRV_OC_OK) {
-            observe(S, H_PRE, j->timings.preprocess_ms);
-            observe(S, H_VISION, j->timings.vision_ms);
-            observe(S, H_LLM, j->timings.llm_ms);
-            observe(S, H_ACTION, j->timings.action_ms);
-            observe(S, H_INFER, j->infer_ms);
-            observe(S, H_OVERHEAD, total - j->infer_ms > 0 ? total - j->infer_ms : 0);
+            srv_observe(S, H_PRE, j->timings.preprocess_ms);
+            srv_observe(S, H_VISION, j->timings.vision_ms);
+            srv_observe(S, H_LLM, j->timings.llm_ms);
+            srv_observe(S, H_ACTION, j->timings.action_ms);
+            srv_observe(S, H_INFER, j->infer_ms);
+            srv_observe(S, H_OVERHEAD, total - j->infer_ms > 0 ? total - j->infer_ms : 0);
         }
         pthread_mutex_unlock(&S->mm);
         if (j->outcome != SRV_OC_CONTROL || j->detail[0] == 0 || strstr(j->detail, "hello"))
-            log_line(S, c->proto, c->peer, j->id, j->outcome, qms, j->decode_ms, j->infer_ms, total, j->msg->len, j->detail);
+            srv_log_line(S, c->proto, c->peer, j->id, j->outcome, qms, j->decode_ms, j->infer_ms, total, j->msg->len, j->detail);
         if (j->sync) {   /* an own-transport protocol's request: its caller waits in srv_run_sync */
             pthread_mutex_lock(&S->sm);
             j->sync_done = 1;
@@ -685,10 +459,10 @@ static int write_http(srv *S, struct lws *wsi, srv_conn *c)
     if (lws_add_http_common_headers(wsi, (unsigned)o->http_status, o->ctype ? o->ctype : "text/plain", o->body.len, &p, end) ||
         lws_finalize_write_http_header(wsi, start, &p, end) ||
         lws_write(wsi, o->body.buf + SRV_PRE, o->body.len, LWS_WRITE_HTTP_FINAL) < (int)o->body.len) {
-        out_free(o);
+        srv_outq_free(o);
         return -1;
     }
-    out_free(o);
+    srv_outq_free(o);
     if (close_after) return -1;
     if (lws_http_transaction_completed(wsi)) return -1;
     return 0;
@@ -706,7 +480,7 @@ static int write_ws(srv *S, struct lws *wsi, srv_conn *c)
     atomic_fetch_add(&S->bytes_out[c->proto], (long long)o->body.len);
     int n = lws_write(wsi, o->body.buf + SRV_PRE, o->body.len, o->kind == 1 ? LWS_WRITE_TEXT : LWS_WRITE_BINARY);
     int close_after = o->close_after, code = o->close_code;
-    out_free(o);
+    srv_outq_free(o);
     if (n < 0) return -1;
     if (close_after) {
         lws_close_reason(wsi, (enum lws_close_status)(code ? code : 1011), (unsigned char *)"error", 5);
@@ -779,7 +553,7 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
     }
     if (is_get && !strcmp(path, "/metrics")) {
         srv_buf b = {0};
-        metrics_text(S, &b);
+        srv_metrics_text(S, &b);
         srv_out *o = srv_http_out(200, "text/plain; version=0.0.4", (const char *)srv_buf_data(&b), b.len);
         free(b.buf);
         conn_send(S, c, o);
@@ -787,7 +561,7 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
     }
     if (is_get && !strcmp(path, "/config")) {
         srv_buf b = {0};
-        config_json(S, &b);
+        srv_config_json(S, &b);
         conn_send(S, c, srv_http_out(200, "application/json", (const char *)srv_buf_data(&b), b.len));
         free(b.buf);
         return 0;
@@ -795,8 +569,8 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
     const srv_protocol *pr = srv_protocols[proto];
     if (pr->transport == SRV_HTTP && pr->route && !strcmp(path, pr->route) && (is_get || c->http_post)) {
         if (!auth_ok(S, wsi, proto)) {
-            count(S, proto, SRV_OC_UNAUTH);
-            log_line(S, proto, c->peer, NULL, SRV_OC_UNAUTH, 0, 0, 0, 0, 0, "missing or wrong API key");
+            srv_count(S, proto, SRV_OC_UNAUTH);
+            srv_log_line(S, proto, c->peer, NULL, SRV_OC_UNAUTH, 0, 0, 0, 0, 0, "missing or wrong API key");
             http_reply(S, c, 401, "application/json", "{\"error\": \"unauthorized: send Authorization: Api-Key <key> or Bearer <key>\"}\n", c->http_post);
             if (c->http_post) c->http_oversize = 1;
             return 0;
@@ -821,8 +595,8 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
             snprintf(t, sizeof t, "{\"error\": \"body of %s bytes exceeds the limit of %zu\"}\n", cl, S->st.c.max_message);
             http_reply(S, c, 413, "application/json", t, 1);
             c->http_oversize = 1;
-            count(S, proto, SRV_OC_BAD);
-            log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, (size_t)n, "body over the size limit");
+            srv_count(S, proto, SRV_OC_BAD);
+            srv_log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, (size_t)n, "body over the size limit");
             return 0;
         }
         lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, S->st.c.idle_timeout_s);
@@ -875,8 +649,8 @@ static int refuse_over(srv *S, int proto, struct lws *wsi, int r)
         snprintf(t, sizeof t, "busy: %s has %d connections open, the limit per address (--max-connections-per-ip)",
                  peer, S->st.c.max_conns_per_ip);
     else snprintf(t, sizeof t, "busy: %d connections open, the server's limit (--max-connections)", S->st.c.max_conns);
-    log_line(S, proto, peer, NULL, SRV_OC_BUSY, 0, 0, 0, 0, 0, t);
-    count(S, proto, SRV_OC_BUSY);
+    srv_log_line(S, proto, peer, NULL, SRV_OC_BUSY, 0, 0, 0, 0, 0, t);
+    srv_count(S, proto, SRV_OC_BUSY);
     return raw_status(wsi, "503 Service Unavailable", t);
 }
 
@@ -960,8 +734,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             return raw_status(wsi, "400 Bad Request", t);
         }
         if (!auth_ok(S, wsi, proto)) {
-            count(S, proto, SRV_OC_UNAUTH);
-            log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, SRV_OC_UNAUTH, 0, 0, 0, 0, 0, "missing or wrong API key");
+            srv_count(S, proto, SRV_OC_UNAUTH);
+            srv_log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, SRV_OC_UNAUTH, 0, 0, 0, 0, 0, "missing or wrong API key");
             return raw_status(wsi, "401 Unauthorized", "unauthorized: send Authorization: Api-Key <key> or Bearer <key>");
         }
         if (atomic_load(&S->draining)) return raw_status(wsi, "503 Service Unavailable", "shutting down");
@@ -989,8 +763,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             rx_reset(c);
             conn_send(S, c, o);
             c->closing = 1;
-            count(S, proto, SRV_OC_BAD);
-            log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, c->rx_len + len + rem, t);
+            srv_count(S, proto, SRV_OC_BAD);
+            srv_log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, c->rx_len + len + rem, t);
             return 0;
         }
         atomic_fetch_add(&S->bytes_in[proto], (long long)len);
@@ -1013,88 +787,6 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     }
     return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
-
-/* ---- protocols with their own transport (SRV_OWN: gRPC) ---- */
-const srv_state *srv_get_state(const srv *S) { return &S->st; }
-int srv_is_ready(const srv *S) { return atomic_load(&S->ready) && !atomic_load(&S->draining); }
-int srv_is_draining(const srv *S) { return atomic_load(&S->draining); }
-int srv_key_ok(const srv *S, int proto, const char *key, size_t kl)
-{
-    if (!S->keylen || !S->st.c.key_required[proto]) return 1;
-    if (!key) return 0;
-    /* constant time in the key: every byte of the configured key is compared whatever the input */
-    volatile unsigned char d = (unsigned char)(kl != S->keylen);
-    for (size_t i = 0; i < S->keylen; i++) d |= (unsigned char)(S->key[i] ^ (i < kl ? key[i] : 0));
-    return d == 0;
-}
-
-srv_conn *srv_conn_open(srv *S, int proto, const char *peer)
-{
-    srv_conn *c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    c->proto = proto;
-    atomic_init(&c->refs, 1);
-    snprintf(c->peer, sizeof c->peer, "%s", peer ? peer : "-");
-    atomic_fetch_add(&S->conns, 1);
-    return c;
-}
-
-void srv_conn_release(srv *S, srv_conn *c)
-{
-    if (!c) return;
-    atomic_store(&c->closed, 1);
-    atomic_fetch_sub(&S->conns, 1);
-    conn_unref(S, c);
-}
-
-void srv_record(srv *S, int proto, const char *peer, srv_outcome oc, size_t bytes, const char *detail)
-{
-    count(S, proto, oc);
-    log_line(S, proto, peer, NULL, oc, 0, 0, 0, 0, bytes, detail);
-}
-
-srv_out *srv_run_sync(srv *S, srv_conn *c, uint8_t *data, size_t len, double t_recv, srv_outcome *oc, char *why,
-                      size_t wl)
-{
-    srv_msg *m = calloc(1, sizeof *m);
-    srv_job *j = calloc(1, sizeof *j);
-    if (!m || !j) {
-        free(m); free(j); free(data);
-        *oc = SRV_OC_ERROR;
-        snprintf(why, wl, "out of memory");
-        return NULL;
-    }
-    m->data = data;
-    m->len = len;
-    m->binary = 1;
-    m->t_recv = t_recv;
-    j->conn = c;
-    j->msg = m;
-    j->sync = 1;
-    const char *busy = atomic_load(&S->draining) ? "busy: the server is shutting down"
-                       : !atomic_load(&S->ready) ? "busy: the model is still loading" : NULL;
-    if (busy || enqueue(S, j)) {
-        snprintf(why, wl, "%s", busy ? busy : "busy: the request queue is full");
-        srv_record(S, c->proto, c->peer, SRV_OC_BUSY, len, why);
-        *oc = SRV_OC_BUSY;
-        msg_free(m);
-        free(j);
-        return NULL;
-    }
-    pthread_mutex_lock(&S->sm);
-    while (!j->sync_done) pthread_cond_wait(&S->sc, &S->sm);
-    pthread_mutex_unlock(&S->sm);
-    srv_out *o = j->out;
-    *oc = j->outcome;
-    snprintf(why, wl, "%s", j->detail);
-    msg_free(m);
-    conn_unref(S, c);
-    free(j);
-    atomic_fetch_sub(&S->jobs_live, 1);
-    return o;
-}
-
-void srv_out_free(srv_out *o) { out_free(o); }
 
 /* ---- signals and the main loop ---- */
 typedef struct { srv *S; sigset_t set; } sig_arg;
@@ -1253,9 +945,9 @@ int srv_run(const srv_config *cfg)
     while (S->qhead) {
         srv_job *j = S->qhead;
         S->qhead = j->next;
-        msg_free(j->msg);
-        out_free(j->out);
-        conn_unref(S, j->conn);
+        srv_msg_free(j->msg);
+        srv_outq_free(j->out);
+        srv_conn_unref(S, j->conn);
         free(j);
     }
     for (int i = 0; i < S->nw; i++) {

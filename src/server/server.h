@@ -3,9 +3,10 @@
  *   openpi     WebSocket + msgpack-numpy (Physical Intelligence's openpi_client), metadata frame first
  *   act        HTTP POST /act with json_numpy bodies (MolmoAct2's DROID / YAM host servers)
  *   vla-eval   WebSocket + msgpack envelopes (AllenAI's vla-evaluation-harness model-server protocol)
+ *   lerobot    gRPC transport.AsyncInference (LeRobot's asynchronous robot client), pickles read as data
  *
- * Each protocol listens on its own port (libwebsockets: HTTP and WebSocket on one port); every port also
- * answers GET /livez, /readyz, /metrics and /config. Network I/O runs on one event-loop thread that never
+ * Each protocol listens on its own port (libwebsockets: HTTP and WebSocket on one port; lerobot: gRPC); every
+ * libwebsockets port also answers GET /livez, /readyz, /metrics and /config. Network I/O runs on one event-loop thread that never
  * waits on inference: complete messages go through a bounded queue to N inference workers, each with its
  * own mact_session and thread pool; the workers decode, predict and encode, and hand the reply back.
  * docs/serving.md describes the wire formats, the key mappings and deployment. */
@@ -15,7 +16,7 @@
 #include <stdint.h>
 #include "mact.h"
 
-enum { SRV_OPENPI = 0, SRV_ACT, SRV_VLA, SRV_NPROTO };
+enum { SRV_OPENPI = 0, SRV_ACT, SRV_VLA, SRV_LEROBOT, SRV_NPROTO };
 
 #define SRV_MAX_CAMS 8
 #define SRV_MAX_KEY 128
@@ -56,6 +57,11 @@ typedef struct {
      * by the rows left; replan_rtc holds the guidance options of those inferences (delay 0, rows filled in) */
     int replan_steps;
     mact_rtc_options replan_rtc;
+    /* lerobot: the client's control rate (TimedAction timestamps t0 + i / fps; the RTC delay estimate), real-time
+     * chunking on (1) or off, how long GetActions waits for an observation */
+    double lerobot_fps;
+    int lerobot_rtc;
+    int lerobot_obs_timeout_ms;
 } srv_config;
 
 void srv_config_defaults(srv_config *c);

@@ -383,7 +383,7 @@ int srv_mp_arr(const msgpack_object *o, srv_arr *a, char *err, size_t el)
     FAIL("expected an array, got msgpack type %d", (int)o->type);
 }
 
-static int frame_from_arr(const srv_arr *a, const srv_config *c, mact_image *img, char *err, size_t el)
+int srv_frame_from_arr(const srv_arr *a, const srv_config *c, mact_image *img, char *err, size_t el)
 {
     if (a->ndim != 3 || (a->shape[2] != 3 && a->shape[2] != 1 && a->shape[2] != 4))
         FAIL("a camera frame must be HxWx3 (or x1, x4); got %d dims", a->ndim);
@@ -439,7 +439,7 @@ int srv_mp_frame(const msgpack_object *o, const srv_config *c, mact_image *img, 
     }
     srv_arr a;
     if (srv_mp_arr(o, &a, err, el)) return -1;
-    int rc = frame_from_arr(&a, c, img, err, el);
+    int rc = srv_frame_from_arr(&a, c, img, err, el);
     srv_arr_free(&a);
     return rc;
 }
@@ -588,7 +588,7 @@ int srv_js_frame(const cJSON *o, const srv_config *c, mact_image *img, char *err
     if (!cJSON_IsObject(o)) FAIL("a camera frame must be a json_numpy uint8 array");
     srv_arr a;
     if (srv_js_arr(o, &a, err, el)) return -1;
-    int rc = frame_from_arr(&a, c, img, err, el);
+    int rc = srv_frame_from_arr(&a, c, img, err, el);
     srv_arr_free(&a);
     return rc;
 }
