@@ -157,8 +157,14 @@ class Lowlevel(unittest.TestCase):
         v = re.search(r'#define MACT_VERSION_STRING "([^"]+)"', hdr).group(1)
         self.assertEqual(mact.__version__, v)
         self.assertEqual(self.policy.library.version, v)
+        # the Python side states it once, in python/mact/_version.py, which pyproject.toml reads
+        from mact import _version
+        self.assertEqual(_version.__version__, v)
+        self.assertEqual(mact.HEADER_VERSION, tuple(int(x) for x in v.split(".")))
         pyproject = open(os.path.join(REPO, "python", "pyproject.toml")).read()
-        self.assertIn(f'version = "{v}"', pyproject)
+        self.assertIn('dynamic = ["version"]', pyproject)
+        self.assertIn('version = {attr = "mact._version.__version__"}', pyproject)
+        self.assertIsNone(re.search(r'(?m)^version\s*=\s*"', pyproject), "a second version statement in pyproject.toml")
 
     def test_library_lookup(self):
         from mact import _lib
