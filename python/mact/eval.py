@@ -62,6 +62,20 @@ def _episodes(episodes):
     return ",".join(str(int(e)) for e in episodes)
 
 
+def _result(lib, call, err, keep):
+    """call(report FILE *, mact_eval_result **) -> status; the EvalResult, the C result freed. keep: the arrays the
+    options point into, alive until the call returns."""
+    r = ctypes.c_void_p()
+    with _t.Capture() as report:
+        st = call(report.fp, ctypes.byref(r))
+    del keep
+    _t.check(st, err)
+    try:
+        return EvalResult(lib, r, report.text)
+    finally:
+        lib.mact_eval_result_free(r)
+
+
 def run(dataset, out, model=None, *, norm_stats=None, norm_tag=None, policy="model", episodes=None, horizon=0,
         first_k=None, static_threshold=0.0, seed=0, steps=0, cameras=None, action_key=None, state_key=None,
         tolerance_s=1e-4, so101_transform=False, replan=0, delay=None, rtc_compare=True, rtc_schedule=None,
@@ -111,16 +125,9 @@ def run(dataset, out, model=None, *, norm_stats=None, norm_tag=None, policy="mod
         if not 0 <= i < n:
             raise input_error(f"shard {shard!r}: (i, n) with 0 <= i < n")
         o.shard, o.n_shards = i, n
-    r = ctypes.c_void_p()
-    with _t.Capture() as report:
-        st = lib.mact_eval_run(ctypes.byref(o), report.fp, _t.c_stderr() if progress else None, ctypes.byref(r), err,
-                               _t.ERRLEN)
-    del keep_fk, keep_cams
-    _t.check(st, err)
-    try:
-        return EvalResult(lib, r, report.text)
-    finally:
-        lib.mact_eval_result_free(r)
+    progress_fp = _t.c_stderr() if progress else None
+    return _result(lib, lambda report, r: lib.mact_eval_run(ctypes.byref(o), report, progress_fp, r, err, _t.ERRLEN),
+                   err, (keep_fk, keep_cams))
 
 
 def merge(out, dirs, *, first_k=None, allow_partial=False, library=None):
@@ -130,15 +137,8 @@ def merge(out, dirs, *, first_k=None, allow_partial=False, library=None):
     o = _t.EvalMergeOptions(out=_t.enc(out), allow_partial=bool(allow_partial))
     o.dirs, o.n_dirs, keep_dirs = _t.strs(dirs)
     o.first_k, o.n_first_k, keep_fk = _t.ints(first_k, "first_k", _t.EVAL_MAX_FIRST_K)
-    r = ctypes.c_void_p()
-    with _t.Capture() as report:
-        st = lib.mact_eval_merge(ctypes.byref(o), report.fp, ctypes.byref(r), err, _t.ERRLEN)
-    del keep_dirs, keep_fk
-    _t.check(st, err)
-    try:
-        return EvalResult(lib, r, report.text)
-    finally:
-        lib.mact_eval_result_free(r)
+    return _result(lib, lambda report, r: lib.mact_eval_merge(ctypes.byref(o), report, r, err, _t.ERRLEN), err,
+                   (keep_dirs, keep_fk))
 
 
 def shard_from_env(library=None):

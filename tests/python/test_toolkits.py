@@ -4,7 +4,6 @@ cameras in the parquet, and H.264 video cameras) and the `mact synth tiny` check
 text and the decoded frames bit for bit (the PNG `mact dataset frame` writes), norm_stats.json and result.json as
 dicts (and per-step MAE), pruned and synthesized checkpoints byte for byte, the SNR and distillation numbers as the
 CLI's --json states them."""
-import ctypes
 import filecmp
 import json
 import math
@@ -16,7 +15,7 @@ import unittest
 
 import numpy as np
 
-from common import DIR, MACT_BIN, MODEL, REPO, mact
+from common import DIR, MACT_BIN, MODEL, REPO, check_struct_layouts, mact
 
 from mact import _toolkits, datasets, prune, stats
 from mact import eval as mact_eval
@@ -55,25 +54,7 @@ class Toolkits(unittest.TestCase):
 
     def test_struct_layouts(self):
         # sizes and field offsets of every toolkit struct, as the C compiler lays them out
-        lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "mact_data.h"', '#include "mact_compress.h"',
-                 "int main(void) {"]
-        for cname, py in _toolkits.STRUCTS.items():
-            lines.append(f'printf("{cname} %zu\\n", sizeof({cname}));')
-            lines += [f'printf("{cname}.{f} %zu\\n", offsetof({cname}, {f}));' for f, _ in py._fields_]
-        lines.append("return 0; }")
-        src, exe = os.path.join(T, "layout.c"), os.path.join(T, "layout")
-        with open(src, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        cc = os.environ.get("CC", "cc")
-        r = subprocess.run([cc, "-std=c11", "-I", os.path.join(REPO, "include"), src, "-o", exe], capture_output=True,
-                           text=True)
-        if r.returncode:
-            self.skipTest(f"no C compiler ({cc}): {r.stderr[:200]}")
-        got = dict(x.split() for x in subprocess.run([exe], capture_output=True, text=True).stdout.splitlines())
-        for cname, py in _toolkits.STRUCTS.items():
-            self.assertEqual(int(got[cname]), ctypes.sizeof(py), cname)
-            for f, _ in py._fields_:
-                self.assertEqual(int(got[f"{cname}.{f}"]), getattr(py, f).offset, f"{cname}.{f}")
+        check_struct_layouts(self, _toolkits.STRUCTS, ["mact_data.h", "mact_compress.h"])
 
     def test_versions(self):
         hdr = open(os.path.join(REPO, "include", "mact.h")).read()
