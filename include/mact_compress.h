@@ -16,6 +16,9 @@
 extern "C" {
 #endif
 
+/* The MACT_VERSION_STRING this toolkit was built from (a binding checks it, as it checks mact_version()). */
+MACT_API const char *mact_compress_version(void);
+
 #define MACT_PRUNE_MAX_TAPS 8
 #define MACT_PRUNE_MAX_BLOCKS 4096
 

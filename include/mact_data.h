@@ -25,6 +25,9 @@
 extern "C" {
 #endif
 
+/* The MACT_VERSION_STRING this toolkit was built from (a binding checks it, as it checks mact_version()). */
+MACT_API const char *mact_data_version(void);
+
 /* ---- datasets ---- */
 
 typedef struct mact_dataset mact_dataset;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compares mact's image preprocessing (src/image.c) with PyTorch: uint8 bilinear resize, pixel_values,
+# Compares mact's image preprocessing (src/io/image.c) with PyTorch: uint8 bilinear resize, pixel_values,
 # PNG decoding of hand-written files, float->uint8, JPEG against PIL. Fresh random images each run; the
 # seed is printed (pass IMAGE_SEED=N to replay). Prints PASS/FAIL lines (tests/run.sh counts them).
 set -u

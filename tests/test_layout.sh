@@ -8,6 +8,7 @@
 #     around a loop;
 #   - the runtime library links no toolkit library and none of the libraries only the toolkits use (readelf -d);
 #   - docs/design.md names every source folder (src/*, src/*/*, tools/*, include/);
+#   - docs/README.md names every doc (docs/*.md, docs/spec/*.md) and every suite (tests/test_*.sh, tests/c/test_*.c);
 #   - no source file in src/ over 1100 lines;
 #   - the libraries have no mutable global besides the CPU probe (kernels/x86/cpu.c): no writable
 #     non-constant data symbol in any other object.
@@ -134,6 +135,17 @@ folders = sorted({root for top in ('src', 'tools', 'include') for root, _, files
 unnamed = [f for f in folders if f + '/' not in design]
 print("FAIL layout_design_names_folders: docs/design.md does not name " + ", ".join(unnamed) if unnamed
       else f"PASS layout_design_names_folders ({len(folders)} source folders in docs/design.md)")
+
+# docs/README.md, the index, names every doc and every test suite (one line each), so neither can be added unlisted
+import glob
+index = open('docs/README.md').read()
+listed = sorted(glob.glob('docs/*.md') + glob.glob('docs/spec/*.md') + glob.glob('tests/test_*.sh') + glob.glob('tests/c/test_*.c'))
+listed = [p for p in listed if p != 'docs/README.md']
+unnamed = [p for p in listed if f'`{p}`' not in index]
+stale = [p for p in re.findall(r'`((?:docs|tests)/[^`]+\.(?:md|sh|c))`', index) if not os.path.exists(p)]
+print("FAIL layout_docs_index: docs/README.md " + "; ".join(x for x in (
+          "does not name " + ", ".join(unnamed) if unnamed else "", "names missing " + ", ".join(stale) if stale else "") if x)
+      if unnamed or stale else f"PASS layout_docs_index ({len(listed)} docs and suites in docs/README.md)")
 PYEOF
 
 # the runtime library: no toolkit library, none of the libraries only the toolkits need (FFmpeg, the parquet codecs,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tier: fast (tests/run.sh --fast, make check): Debian's python3 with numpy and PIL; no PyTorch, no npm
-# The Python package (python/mact, ctypes over libmact.so): tests/python/test_*.py on a `mact synth tiny`
+# The Python package (python/mact, ctypes over libmact.so, and its toolkit modules over libmact_data.so and
+# libmact_compress.so, checked against the CLI in test_toolkits.py): tests/python/test_*.py on a `mact synth tiny`
 # checkpoint, once imported from the build tree and once (a subset) from a `pip install --target` copy that finds
 # the library on the system loader path. Each test prints its own PASS/FAIL line (tests/python/runner.py).
 set -u
@@ -20,7 +21,8 @@ if ! "$PY" -c 'import numpy, PIL' 2>"$T/import.log"; then
     exit 1
 fi
 LIB=$(cd "$BUILD" && pwd)/libmact.so
-[ -f "$LIB" ] || { fail python_lib "$LIB missing: run make"; exit 1; }
+DATA_LIB=$(dirname "$LIB")/libmact_data.so COMPRESS_LIB=$(dirname "$LIB")/libmact_compress.so
+for f in "$LIB" "$DATA_LIB" "$COMPRESS_LIB"; do [ -f "$f" ] || { fail python_lib "$f missing: run make"; exit 1; }; done
 # a sanitized library needs its runtime loaded first into python (and python's own leaks are not ours)
 pre=""
 if nm -D "$LIB" 2>/dev/null | grep -q __asan_; then
@@ -35,16 +37,16 @@ fi
 mkdir -p "$T/work"
 export MACT_PY_MODEL="$T/model" MACT_PY_DIR="$T/work" MACT_BIN="$MACT" CC="${CC:-cc}"
 
-# 1. from the build tree: python/ on sys.path, the library named by MACT_LIBRARY
-MACT_LIBRARY="$LIB" LD_PRELOAD="$pre" "$PY" tests/python/runner.py || fails=$((fails + 1))
+# 1. from the build tree: python/ on sys.path, the libraries named by MACT_LIBRARY, MACT_DATA_LIBRARY, ...
+MACT_LIBRARY="$LIB" MACT_DATA_LIBRARY="$DATA_LIB" MACT_COMPRESS_LIBRARY="$COMPRESS_LIB" LD_PRELOAD="$pre" "$PY" tests/python/runner.py || fails=$((fails + 1))
 
 # 2. pip install into a target directory (from a copy: pip builds in the source tree), then import from there
-# with no MACT_LIBRARY: the library comes from the loader path (LD_LIBRARY_PATH)
+# with no MACT_LIBRARY (nor the toolkits'): the libraries come from the loader path (LD_LIBRARY_PATH)
 cp -r python "$T/src"
 if "$PY" -m pip install --no-deps --no-build-isolation --no-index --target "$T/site" "$T/src" >"$T/pip.log" 2>&1 \
         && [ -f "$T/site/mact/__init__.py" ]; then
     pass "python_pip_install (pip install --target: $(ls "$T/site" | paste -sd ' '))"
-    (cd "$T" && env -u MACT_LIBRARY LD_LIBRARY_PATH="$(dirname "$LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    (cd "$T" && env -u MACT_LIBRARY -u MACT_DATA_LIBRARY -u MACT_COMPRESS_LIBRARY LD_LIBRARY_PATH="$(dirname "$LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         LD_PRELOAD="$pre" MACT_PY_PACKAGE="$T/site" MACT_PY_INSTALLED=1 \
         "$PY" "$REPO/tests/python/runner.py" test_installed) || fails=$((fails + 1))
 else

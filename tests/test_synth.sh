@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `mact synth` (src/synth.c): random MolmoAct2 checkpoints written from C must be in the real layout.
+# `mact synth` (src/compress/synth.c): random MolmoAct2 checkpoints written from C must be in the real layout.
 # Checks, on the tiny preset with a fresh seed (printed; SEED=... replays):
 #   synth_tiny / synth_inspect      the CLI writes the four files and mact's loader accepts them
 #   synth_deterministic             same seed -> identical files, other seed -> other weights

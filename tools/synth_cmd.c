@@ -1,5 +1,5 @@
 /* `mact synth PRESET OUT_DIR [--seed S] [--dtype mixed|f32|bf16] [--no-lm-head] [--threads N]`:
- * a random MolmoAct2 checkpoint directory in the real HF layout (src/synth.h), written from C. */
+ * a random MolmoAct2 checkpoint directory in the real HF layout (src/compress/synth.h, include/mact_compress.h), written from C. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,8 +11,11 @@ import os
 import threading
 from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_uint64, c_void_p)
 
-# The header version this binding mirrors; the library must have the same major.minor.
-HEADER_VERSION = (0, 3, 0)
+from ._version import __version__
+
+# The header version this binding mirrors (python/mact/_version.py, which tests/python/test_lowlevel.py checks
+# against include/mact.h and pyproject.toml reads); the library must have the same major.minor.
+HEADER_VERSION = tuple(int(x) for x in __version__.split("."))
 
 OK, ERR_IO, ERR_FORMAT, ERR_MODEL, ERR_INPUT, ERR_NOMEM, ERR_UNSUPPORTED = 0, -1, -2, -3, -4, -5, -6
 
@@ -125,25 +128,41 @@ PROTOTYPES = {
 
 
 class Library:
-    """A loaded libmact.so with its prototypes set (``.path``, ``.version``; the C functions as attributes)."""
+    """A loaded mact shared library with its prototypes set (``.path``, ``.version``; the C functions as
+    attributes). libmact.so by default; the toolkits' (mact._toolkits) are the same with their own table."""
+
+    PROTOTYPES = PROTOTYPES
+    VERSION_FUNCTION = "mact_version"
 
     def __init__(self, path, handle):
         self.path = path
         self._dll = handle
-        for name, (res, args) in PROTOTYPES.items():
+        for name, (res, args) in self.PROTOTYPES.items():
             f = getattr(handle, name)
             f.restype, f.argtypes = res, args
             setattr(self, name, f)
-        self.version = self.mact_version().decode()
+        self.version = getattr(self, self.VERSION_FUNCTION)().decode()
 
     def __repr__(self):
-        return f"<mact.Library {self.path} {self.version}>"
+        return f"<mact.{type(self).__name__} {self.path} {self.version}>"
 
 
-def _package_build_tree():
-    """build/libmact.so of the repository this package sits in (python/mact/ -> ../../build), if any."""
+class Spec:
+    """How one of mact's shared libraries is found: its file in the build tree, its soname on the loader path, the
+    environment variable that names it, and the Library class that binds it."""
+
+    def __init__(self, what, filename, soname, find_name, env, cls):
+        self.what, self.filename, self.soname, self.find_name, self.env, self.cls = \
+            what, filename, soname, find_name, env, cls
+
+
+RUNTIME = Spec("libmact", "libmact.so", "libmact.so.0", "mact", "MACT_LIBRARY", Library)
+
+
+def _package_build_tree(filename="libmact.so"):
+    """build/<filename> of the repository this package sits in (python/mact/ -> ../../build), if any."""
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    p = os.path.join(repo, "build", "libmact.so")
+    p = os.path.join(repo, "build", filename)
     return p if os.path.isfile(p) else None
 
 
@@ -151,57 +170,63 @@ _cache = {}
 _cache_lock = threading.Lock()
 
 
-def _open(path, how):
+def _open(path, how, spec=RUNTIME):
     from .errors import Error
     try:
         handle = ctypes.CDLL(path)
     except OSError as e:
-        raise Error(f"cannot load libmact ({how}): {e}") from None
-    missing = [n for n in PROTOTYPES if not hasattr(handle, n)]
+        raise Error(f"cannot load {spec.what} ({how}): {e}") from None
+    missing = [n for n in spec.cls.PROTOTYPES if not hasattr(handle, n)]
     if missing:
-        raise Error(f"{path} ({how}) is not libmact: it lacks {', '.join(missing[:4])}")
-    lib = Library(path, handle)
+        raise Error(f"{path} ({how}) is not {spec.what}: it lacks {', '.join(missing[:4])}")
+    lib = spec.cls(path, handle)
     try:
         major, minor = (int(x) for x in lib.version.split(".")[:2])
     except ValueError:
         major = minor = -1
     if (major, minor) != HEADER_VERSION[:2]:
-        raise Error(f"{path} ({how}) is libmact {lib.version}; this binding mirrors the {HEADER_VERSION[0]}."
+        raise Error(f"{path} ({how}) is {spec.what} {lib.version}; this binding mirrors the {HEADER_VERSION[0]}."
                     f"{HEADER_VERSION[1]} headers")
     return lib
+
+
+def _load(spec, path=None):
+    """spec's library, loaded once per path, found as load_library says."""
+    if path is not None:
+        key, how = os.fspath(path), "the path given"
+    elif os.environ.get(spec.env):
+        key, how = os.environ[spec.env], f"${spec.env}"
+    elif _package_build_tree(spec.filename):
+        key, how = _package_build_tree(spec.filename), "the build tree"
+    else:
+        key, how = None, "the system loader path"
+    with _cache_lock:
+        if (spec.what, key) in _cache:
+            return _cache[(spec.what, key)]
+        if key is not None:
+            lib = _open(key, how, spec)
+        else:
+            from .errors import Error
+            lib, errs = None, []
+            for name in (spec.soname, ctypes.util.find_library(spec.find_name), spec.filename):
+                if not name:
+                    continue
+                try:
+                    lib = _open(name, how, spec)
+                    break
+                except Error as e:
+                    errs.append(str(e))
+            if lib is None:
+                raise Error(f"{spec.what} not found: pass library=PATH, set {spec.env}, build it with `make` "
+                            f"(build/{spec.filename}) or install it (`make install`); tried: " + "; ".join(errs))
+        _cache[(spec.what, key)] = lib
+        return lib
 
 
 def load_library(path=None):
     """The libmact shared library, loaded once per path. Found, in this order, at: `path`; $MACT_LIBRARY; the
     build tree this package sits in (<repo>/build/libmact.so when imported from <repo>/python); the system's
     loader path (libmact.so.0: LD_LIBRARY_PATH, ld.so.cache, as `make install` puts it). An explicit path or
-    $MACT_LIBRARY that does not load is an error, with no fallback."""
-    if path is not None:
-        key, how = os.fspath(path), "the path given"
-    elif os.environ.get("MACT_LIBRARY"):
-        key, how = os.environ["MACT_LIBRARY"], "$MACT_LIBRARY"
-    elif _package_build_tree():
-        key, how = _package_build_tree(), "the build tree"
-    else:
-        key, how = None, "the system loader path"
-    with _cache_lock:
-        if key in _cache:
-            return _cache[key]
-        if key is not None:
-            lib = _open(key, how)
-        else:
-            from .errors import Error
-            lib, errs = None, []
-            for name in ("libmact.so.0", ctypes.util.find_library("mact"), "libmact.so"):
-                if not name:
-                    continue
-                try:
-                    lib = _open(name, how)
-                    break
-                except Error as e:
-                    errs.append(str(e))
-            if lib is None:
-                raise Error("libmact not found: pass library=PATH, set MACT_LIBRARY, build it with `make` "
-                            "(build/libmact.so) or install it (`make install`); tried: " + "; ".join(errs))
-        _cache[key] = lib
-        return lib
+    $MACT_LIBRARY that does not load is an error, with no fallback. The toolkits' libraries are found the same
+    way (mact.datasets.load_library, mact.prune.load_library)."""
+    return _load(RUNTIME, path)

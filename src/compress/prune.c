@@ -675,6 +675,8 @@ static int copy_tree(const char *src, const char *dst, char *err, size_t errlen)
     return rc;
 }
 
+const char *mact_compress_version(void) { return MACT_VERSION_STRING; }
+
 mact_status mact_prune(const char *model_dir, const int *keep, int n_keep, const int *user_taps, int n_user_taps,
                const char *out_dir, FILE *log, char *err, size_t errlen)
 {

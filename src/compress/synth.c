@@ -1,6 +1,6 @@
 /* Random MolmoAct2 checkpoints from C: see synth.h for the contract, the presets and the token layout.
  * Layout sources: docs/design.md (names, dtypes, config.json), docs/spec/molmoact2.md sections 1-2
- * (shapes), 4.2 (token ids), 4.4 (norm_stats.json), and the tensor table of src/model.c. */
+ * (shapes), 4.2 (token ids), 4.4 (norm_stats.json), and the tensor table of src/model/table.c. */
 #include "compress/synth.h"
 
 #include <cjson/cJSON.h>

@@ -17,6 +17,8 @@ struct mact_dataset {
     mact_ld *ld;
 };
 
+const char *mact_data_version(void) { return MACT_VERSION_STRING; }
+
 static int is_camera(const mact_ld_feature *ft) { return !strcmp(ft->dtype, "video") || !strcmp(ft->dtype, "image"); }
 
 mact_status mact_dataset_open(const char *dir, mact_dataset **out, char *err, size_t el)

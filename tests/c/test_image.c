@@ -1,5 +1,5 @@
 /* tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm */
-/* Unit tests for src/image.[ch]: decoding (PNG written here with libpng in every colour type, JPEG
+/* Unit tests for src/io/image.[ch]: decoding (PNG written here with libpng in every colour type, JPEG
  * written with libjpeg), error paths, the bilinear resize on hand-computed cases, normalisation and
  * patch layout.
  *

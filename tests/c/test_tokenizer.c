@@ -1,5 +1,5 @@
 /* tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm */
-/* Unit tests for src/tokenizer.[ch] on a hand-made tokenizer.json (no network): BPE merge order,
+/* Unit tests for src/io/tokenizer.[ch] on a hand-made tokenizer.json (no network): BPE merge order,
  * added tokens (plain, lstrip/rstrip, single_word, normalized), NFC, invalid UTF-8, load errors.
  *
  * Tool mode, used by tests/test_tokenizer_rust.sh:

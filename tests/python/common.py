@@ -67,3 +67,27 @@ def cli_message(stderr):
 def bitwise_equal(a, b):
     a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
     return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def check_struct_layouts(test, structs, headers):
+    """Sizes and field offsets of every ctypes mirror in structs ({C name: Structure}) equal the C compiler's, with
+    headers (include/ names) included; skips when there is no C compiler."""
+    import ctypes
+    lines = ["#include <stddef.h>", "#include <stdio.h>", *(f'#include "{h}"' for h in headers), "int main(void) {"]
+    for cname, py in structs.items():
+        lines.append(f'printf("{cname} %zu\\n", sizeof({cname}));')
+        lines += [f'printf("{cname}.{f} %zu\\n", offsetof({cname}, {f}));' for f, _ in py._fields_]
+    lines.append("return 0; }")
+    src, exe = os.path.join(DIR, f"layout_{len(structs)}.c"), os.path.join(DIR, f"layout_{len(structs)}")
+    with open(src, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    cc = os.environ.get("CC", "cc")
+    r = subprocess.run([cc, "-std=c11", "-I", os.path.join(REPO, "include"), src, "-o", exe], capture_output=True,
+                       text=True)
+    if r.returncode:
+        test.skipTest(f"no C compiler ({cc}): {r.stderr[:200]}")
+    got = dict(x.split() for x in subprocess.run([exe], capture_output=True, text=True).stdout.splitlines())
+    for cname, py in structs.items():
+        test.assertEqual(int(got[cname]), ctypes.sizeof(py), cname)
+        for f, _ in py._fields_:
+            test.assertEqual(int(got[f"{cname}.{f}"]), getattr(py, f).offset, f"{cname}.{f}")

@@ -1,6 +1,5 @@
 """The lower levels: tokenize, info, describe, the stage boundaries on numpy arrays (mact_stages.h), the struct
 layouts against a C compiler's, the version, how the library is found."""
-import ctypes
 import json
 import os
 import re
@@ -10,7 +9,7 @@ import unittest
 
 import numpy as np
 
-from common import DIR, MACT_BIN, MODEL, REPO, STATE, TASK, bitwise_equal, frame, mact
+from common import DIR, MACT_BIN, MODEL, REPO, STATE, TASK, bitwise_equal, check_struct_layouts, frame, mact
 
 LIB = os.environ.get("MACT_LIBRARY")
 
@@ -123,24 +122,7 @@ class Lowlevel(unittest.TestCase):
     def test_struct_layouts(self):
         # sizes and field offsets of every struct, as the C compiler lays them out
         from mact import _lib
-        lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"mact.h\"", "int main(void) {"]
-        for cname, py in _lib.STRUCTS.items():
-            lines.append(f'printf("{cname} %zu\\n", sizeof({cname}));')
-            for f, _ in py._fields_:
-                lines.append(f'printf("{cname}.{f} %zu\\n", offsetof({cname}, {f}));')
-        lines.append("return 0; }")
-        src, exe = os.path.join(DIR, "layout.c"), os.path.join(DIR, "layout")
-        open(src, "w").write("\n".join(lines) + "\n")
-        cc = os.environ.get("CC", "cc")
-        r = subprocess.run([cc, "-std=c11", "-I", os.path.join(REPO, "include"), src, "-o", exe], capture_output=True,
-                           text=True)
-        if r.returncode:
-            self.skipTest(f"no C compiler ({cc}): {r.stderr[:200]}")
-        got = dict(line.split() for line in subprocess.run([exe], capture_output=True, text=True).stdout.splitlines())
-        for cname, py in _lib.STRUCTS.items():
-            self.assertEqual(int(got[cname]), ctypes.sizeof(py), cname)
-            for f, _ in py._fields_:
-                self.assertEqual(int(got[f"{cname}.{f}"]), getattr(py, f).offset, f"{cname}.{f}")
+        check_struct_layouts(self, _lib.STRUCTS, ["mact.h"])
 
     def test_no_heavy_imports(self):
         # numpy only: PIL is imported by the caller when it wants PIL images, PyTorch never
@@ -157,8 +139,14 @@ class Lowlevel(unittest.TestCase):
         v = re.search(r'#define MACT_VERSION_STRING "([^"]+)"', hdr).group(1)
         self.assertEqual(mact.__version__, v)
         self.assertEqual(self.policy.library.version, v)
+        # the Python side states it once, in python/mact/_version.py, which pyproject.toml reads
+        from mact import _version
+        self.assertEqual(_version.__version__, v)
+        self.assertEqual(mact.HEADER_VERSION, tuple(int(x) for x in v.split(".")))
         pyproject = open(os.path.join(REPO, "python", "pyproject.toml")).read()
-        self.assertIn(f'version = "{v}"', pyproject)
+        self.assertIn('dynamic = ["version"]', pyproject)
+        self.assertIn('version = {attr = "mact._version.__version__"}', pyproject)
+        self.assertIsNone(re.search(r'(?m)^version\s*=\s*"', pyproject), "a second version statement in pyproject.toml")
 
     def test_library_lookup(self):
         from mact import _lib

@@ -1,0 +1,292 @@
+"""ctypes mirror of the toolkits' headers, include/mact_data.h (libmact_data.so) and include/mact_compress.h
+(libmact_compress.so), and what the toolkit modules (datasets, stats, eval, prune) share: finding the libraries
+(as _lib.load_library finds libmact.so), turning a failed call into the package's exception with the C error
+string, and the C FILE * a report is printed to (an in-memory stream read back as text).
+
+The structs are laid out field for field as in the headers (tests/python/test_toolkits.py compares sizes and
+offsets against a C compiler's). Each toolkit library carries the runtime objects it calls, hidden, so it loads
+beside any libmact.so.
+"""
+import ctypes
+from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+
+from . import _lib
+from ._lib import RtcOptions
+from .errors import error
+
+_P = c_void_p
+_PP = POINTER(c_void_p)
+_STRS = POINTER(c_char_p)
+_FILE = c_void_p
+_ERR = (c_char_p, c_size_t)
+
+
+# ---- include/mact_data.h ----
+
+class DatasetInfo(Structure):
+    _fields_ = [("dir", c_char_p), ("version", c_char_p), ("robot", c_char_p), ("fps", c_int), ("n_episodes", c_int),
+                ("n_tasks", c_int), ("n_features", c_int), ("n_cameras", c_int), ("n_frames", c_int64),
+                ("info_total_frames", c_int64)]
+
+
+class DatasetFeature(Structure):
+    _fields_ = [("key", c_char_p), ("dtype", c_char_p), ("ndim", c_int), ("shape", c_int * 4), ("n_names", c_int),
+                ("is_camera", c_int), ("height", c_int), ("width", c_int), ("codec", c_char_p)]
+
+
+class DatasetEpisode(Structure):
+    _fields_ = [("index", c_int64), ("length", c_int64), ("task", c_char_p)]
+
+
+class DatasetFrameInfo(Structure):
+    _fields_ = [("height", c_int), ("width", c_int), ("from_video", c_int), ("time_s", c_double),
+                ("codec", c_char * 32), ("source", c_char * 4096)]
+
+
+class StatsOptions(Structure):
+    _fields_ = [("datasets", _STRS), ("n_datasets", c_int), ("tag", c_char_p), ("out", c_char_p),
+                ("action_key", c_char_p), ("state_key", c_char_p), ("method", c_int), ("horizon", c_int),
+                ("control_mode", c_char_p), ("setup_type", c_char_p), ("normalize_gripper", c_int),
+                ("lerobot_stats", c_char_p)]
+
+
+class EvalOptions(Structure):
+    _fields_ = [("dataset", c_char_p), ("out", c_char_p), ("model", c_char_p), ("norm_stats", c_char_p),
+                ("norm_tag", c_char_p), ("policy", c_int), ("episodes", c_char_p), ("horizon", c_int),
+                ("first_k", POINTER(c_int)), ("n_first_k", c_int), ("static_threshold", c_double), ("seed", c_uint64),
+                ("steps", c_int), ("cameras", _STRS), ("n_cameras", c_int), ("action_key", c_char_p),
+                ("state_key", c_char_p), ("tolerance_s", c_double), ("so101_transform", c_int), ("replan", c_int),
+                ("delay", c_int), ("no_rtc_compare", c_int), ("rtc", RtcOptions), ("shard", c_int),
+                ("n_shards", c_int)]
+
+
+class EvalMergeOptions(Structure):
+    _fields_ = [("out", c_char_p), ("dirs", _STRS), ("n_dirs", c_int), ("first_k", POINTER(c_int)),
+                ("n_first_k", c_int), ("allow_partial", c_int)]
+
+
+class LerobotSynthOptions(Structure):
+    _fields_ = [("version", c_int), ("libero", c_int), ("n_episodes", c_int), ("min_len", c_int), ("max_len", c_int),
+                ("seed", c_uint64), ("variant", c_char_p), ("ts_f64", c_int), ("video", c_char_p), ("video_w", c_int),
+                ("video_h", c_int), ("state_names", c_char_p)]
+
+
+EVAL_MAX_HORIZON, EVAL_MAX_CAMERAS, EVAL_MAX_FIRST_K = 256, 8, 16
+EVAL_POLICIES = {"model": 0, "hold": 1, "replay": 2}
+
+DATA_PROTOTYPES = {
+    "mact_data_version": (c_char_p, []),
+    "mact_dataset_open": (c_int, [c_char_p, _PP, *_ERR]),
+    "mact_dataset_close": (None, [_P]),
+    "mact_dataset_get_info": (None, [_P, POINTER(DatasetInfo)]),
+    "mact_dataset_feature_at": (c_int, [_P, c_int, POINTER(DatasetFeature)]),
+    "mact_dataset_find_feature": (c_int, [_P, c_char_p]),
+    "mact_dataset_feature_name": (c_char_p, [_P, c_int, c_int]),
+    "mact_dataset_episode_at": (c_int, [_P, c_int, POINTER(DatasetEpisode)]),
+    "mact_dataset_read": (c_int, [_P, c_int, c_char_p, _P, c_size_t, POINTER(c_int64), POINTER(c_int), *_ERR]),
+    "mact_dataset_frame": (c_int, [_P, c_int, c_int64, c_char_p, c_double, c_int, _P, c_size_t,
+                                   POINTER(DatasetFrameInfo), *_ERR]),
+    "mact_dataset_check": (c_int, [_P, c_char_p, c_size_t]),
+    "mact_dataset_report": (c_int, [c_char_p, _FILE, POINTER(c_int), *_ERR]),
+    "mact_parquet_dump_json": (c_int, [c_char_p, _FILE, *_ERR]),
+    "mact_data_quiet_logs": (None, []),
+    "mact_stats_compute": (c_int, [POINTER(StatsOptions), POINTER(c_double), *_ERR]),
+    "mact_stats_method_parse": (c_int, [c_char_p, POINTER(c_int)]),
+    "mact_eval_run": (c_int, [POINTER(EvalOptions), _FILE, _FILE, _PP, *_ERR]),
+    "mact_eval_merge": (c_int, [POINTER(EvalMergeOptions), _FILE, _PP, *_ERR]),
+    "mact_eval_result_json": (c_char_p, [_P]),
+    "mact_eval_result_horizon": (c_int, [_P]),
+    "mact_eval_result_per_step": (None, [_P, _P, _P]),
+    "mact_eval_result_frames": (c_double, [_P]),
+    "mact_eval_result_policy": (c_char_p, [_P]),
+    "mact_eval_result_trajectory": (c_int, [_P, c_int, _P, c_size_t, POINTER(c_int), POINTER(c_int), POINTER(c_int64),
+                                            POINTER(c_int), POINTER(c_int)]),
+    "mact_eval_result_free": (None, [_P]),
+    "mact_eval_shard_from_env": (c_int, [POINTER(c_int), POINTER(c_int), _FILE, *_ERR]),
+    "mact_lerobot_synth": (c_int, [c_char_p, POINTER(LerobotSynthOptions), *_ERR]),
+    "mact_lerobot_synth_variants": (c_char_p, []),
+    "mact_lerobot_synth_codecs": (c_char_p, []),
+    "mact_lerobot_synth_frame_number": (c_int, [_P, c_int, c_int, POINTER(c_uint32)]),
+}
+
+
+# ---- include/mact_compress.h ----
+
+class SnrOptions(Structure):
+    _fields_ = [("model", c_char_p), ("images", _STRS), ("n_images", c_int), ("dataset", c_char_p),
+                ("n_frames", c_int), ("target_depth", c_int), ("n_threads", c_int), ("precision", c_int)]
+
+
+class DistillOptions(Structure):
+    _fields_ = [("teacher", c_char_p), ("student", c_char_p), ("images", _STRS), ("n_images", c_int),
+                ("dataset", c_char_p), ("n_frames", c_int), ("json", c_char_p), ("n_threads", c_int),
+                ("precision", c_int)]
+
+
+class DistillResult(Structure):
+    _fields_ = [("cos_token", c_double), ("cos_flat", c_double), ("rel_mse", c_double), ("max_abs", c_double),
+                ("n_images", c_int), ("identical", c_int)]
+
+
+class SynthOptions(Structure):
+    _fields_ = [("dtype_mode", c_int), ("no_lm_head", c_int), ("n_threads", c_int)]
+
+
+class SynthResult(Structure):
+    _fields_ = [("n_tensors", c_int64), ("n_params", c_int64), ("weight_bytes", c_int64), ("total_bytes", c_int64),
+                ("seconds", c_double), ("weight_seconds", c_double)]
+
+
+PRUNE_MAX_TAPS, PRUNE_MAX_BLOCKS = 8, 4096
+
+COMPRESS_PROTOTYPES = {
+    "mact_compress_version": (c_char_p, []),
+    "mact_snr_analyze": (c_int, [POINTER(SnrOptions), _FILE, _PP, *_ERR]),
+    "mact_snr_write_json": (c_int, [_P, c_char_p, *_ERR]),
+    "mact_snr_blocks": (c_int, [_P]),
+    "mact_snr_images": (c_int, [_P]),
+    "mact_snr_values": (None, [_P, _P, _P, _P]),
+    "mact_snr_keep": (c_int, [_P, _P, _P, POINTER(c_int)]),
+    "mact_snr_free": (None, [_P]),
+    "mact_prune": (c_int, [c_char_p, _P, c_int, _P, c_int, c_char_p, _FILE, *_ERR]),
+    "mact_distill_eval": (c_int, [POINTER(DistillOptions), _FILE, POINTER(DistillResult), *_ERR]),
+    "mact_synth_ex": (c_int, [c_char_p, c_char_p, c_uint64, POINTER(SynthOptions), POINTER(SynthResult), *_ERR]),
+    "mact_synth_dtype_from_name": (c_int, [c_char_p]),
+    "mact_synth_dtype_name": (c_char_p, [c_int]),
+    "mact_synth_presets": (c_char_p, []),
+}
+
+# struct name in the headers -> its mirror (the layout test)
+STRUCTS = {"mact_dataset_info": DatasetInfo, "mact_dataset_feature": DatasetFeature,
+           "mact_dataset_episode": DatasetEpisode, "mact_dataset_frame_info": DatasetFrameInfo,
+           "mact_stats_options": StatsOptions, "mact_eval_options": EvalOptions,
+           "mact_eval_merge_options": EvalMergeOptions, "mact_lerobot_synth_options": LerobotSynthOptions,
+           "mact_snr_options": SnrOptions, "mact_distill_options": DistillOptions,
+           "mact_distill_result": DistillResult, "mact_synth_options": SynthOptions,
+           "mact_synth_result": SynthResult}
+
+
+class DataLibrary(_lib.Library):
+    """libmact_data.so with its prototypes set."""
+    PROTOTYPES = DATA_PROTOTYPES
+    VERSION_FUNCTION = "mact_data_version"
+
+
+class CompressLibrary(_lib.Library):
+    """libmact_compress.so with its prototypes set."""
+    PROTOTYPES = COMPRESS_PROTOTYPES
+    VERSION_FUNCTION = "mact_compress_version"
+
+
+DATA = _lib.Spec("libmact_data", "libmact_data.so", "libmact_data.so.0", "mact_data", "MACT_DATA_LIBRARY",
+                 DataLibrary)
+COMPRESS = _lib.Spec("libmact_compress", "libmact_compress.so", "libmact_compress.so.0", "mact_compress",
+                     "MACT_COMPRESS_LIBRARY", CompressLibrary)
+
+
+def data_library(path=None):
+    return _lib._load(DATA, path)
+
+
+def compress_library(path=None):
+    return _lib._load(COMPRESS, path)
+
+
+# ---- shared helpers ----
+
+ERRLEN = 4096
+
+
+def errbuf():
+    return ctypes.create_string_buffer(ERRLEN)
+
+
+def check(status, err):
+    """Raises the package's exception for a failed call, with the library's message."""
+    if status:
+        raise error(status, err.value.decode(errors="replace"))
+
+
+def enc(s):
+    """A path or string for a const char * (None stays NULL)."""
+    if s is None:
+        return None
+    import os
+    return os.fsencode(s) if not isinstance(s, bytes) else s
+
+
+def strs(items):
+    """A list of paths / strings as a const char *const * array (kept alive by the caller) and its count."""
+    items = [] if items is None else [items] if isinstance(items, (str, bytes)) else list(items)
+    arr = (c_char_p * (len(items) + 1))(*[enc(x) for x in items], None)
+    return ctypes.cast(arr, _STRS), len(items), arr
+
+
+def ints(values, what, cap):
+    values = [] if values is None else list(values)
+    if len(values) > cap:
+        from .errors import input_error
+        raise input_error(f"{what}: at most {cap} values")
+    arr = (c_int * (len(values) + 1))(*[int(v) for v in values], 0)
+    return ctypes.cast(arr, POINTER(c_int)), len(values), arr
+
+
+_libc = None
+
+
+def _c():
+    global _libc
+    if _libc is None:
+        import ctypes.util
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        libc.open_memstream.restype, libc.open_memstream.argtypes = c_void_p, [POINTER(c_void_p), POINTER(c_size_t)]
+        libc.fclose.restype, libc.fclose.argtypes = c_int, [c_void_p]
+        libc.fflush.restype, libc.fflush.argtypes = c_int, [c_void_p]
+        libc.free.restype, libc.free.argtypes = None, [c_void_p]
+        _libc = libc
+    return _libc
+
+
+def c_stderr():
+    """The C library's stderr (a FILE *), for progress lines."""
+    libc = _c()
+    return c_void_p.in_dll(libc, "stderr").value
+
+
+class Capture:
+    """A C FILE * writing into memory (open_memstream); .text after the with block: what was printed."""
+
+    def __init__(self, enabled=True):
+        self.enabled, self.fp, self.text = enabled, None, ""
+
+    def __enter__(self):
+        if self.enabled:
+            self._buf, self._size = c_void_p(), c_size_t()
+            self.fp = _c().open_memstream(ctypes.byref(self._buf), ctypes.byref(self._size))
+            if not self.fp:
+                from .errors import NoMemoryError
+                raise NoMemoryError("open_memstream failed")
+        return self
+
+    def __exit__(self, *exc):
+        if self.fp:
+            libc = _c()
+            libc.fclose(self.fp)
+            self.fp = None
+            if self._buf.value:
+                self.text = ctypes.string_at(self._buf.value, self._size.value).decode(errors="replace")
+                libc.free(self._buf)
+        return False
+
+
+def precision(name, what="precision"):
+    """"fp32" / "bf16" / "int8" (or "default": BF16, as the CLI's --precision) -> mact_precision, by libmact's own
+    parser; the toolkits' zero would mean FP32, so DEFAULT is resolved here."""
+    from .errors import input_error
+    if not isinstance(name, str):
+        raise input_error(f"{what} {name!r}: expected \"fp32\", \"bf16\" or \"int8\"")
+    p = c_int()
+    if _lib.load_library().mact_precision_parse(name.encode(), ctypes.byref(p)):
+        raise input_error(f"{what} {name!r}: expected \"fp32\", \"bf16\" or \"int8\"")
+    return p.value if p.value else 2  # MACT_PRECISION_BF16
+
