@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # Each shared library's ABI is exactly its public headers: `nm -D --defined-only $BUILD/libmact.so` lists every
 # function declared MACT_API in include/mact.h and include/mact_stages.h and nothing else (the library is compiled

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast — LeRobot datasets (src/data/lerobot.c over src/data/parquet.c), `mact dataset info` and `mact stats`,
 # on trees written by `mact synth-dataset` (src/data/lerobot_synth.c; seed printed, SEED=... replays):
 #   ds_synth_deterministic   same seed -> identical files

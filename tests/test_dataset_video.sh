@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: full — LeRobot video cameras (src/data/video.c through FFmpeg's libraries, src/data/lerobot.c's
 # mact_ld_episode_video), on trees written by `mact synth-dataset --video C` (src/data/video_write.c: every
 # frame carries camera, episode and frame number in black/white cells with a CRC-8). For each codec (AV1 by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # Smoke run of every libFuzzer target (fuzz/, `make fuzz`): builds them with clang (ASan + UBSan + libFuzzer)
 # and runs each for FUZZ_SMOKE_SECONDS (default 6) from its seed corpus (fuzz/corpus/<target>). A crash, a
 # sanitizer report or a build failure is a FAIL. Skips with an INFO line only when clang is absent

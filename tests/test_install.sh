@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # `make install` as a Debian package build does it (DESTDIR staging, PREFIX=/usr), then the header's usage
 # example (tests/c/install_example.c) built against the installed copy only, through pkg-config: once with the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm (python3-grpcio, python3-grpc-tools)
 # The LeRobot async-inference gRPC transport (src/server/grpc_lerobot.c) against grpcio, the client stack of
 # LeRobot's robot_client.py: $BUILD/tests/lr_grpc_echo (the transport with recording handlers) driven by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # npy/npz interop with numpy, bit-exact in both directions:
 #   numpy writes .npy (v1/v2/v3, C and Fortran order) and .npz (savez, savez_compressed, zipfile

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # The data-only pickle reader and the TimedAction writer (src/server/pickle.c, docs/pickle.md) against Python's own
 # pickles: tests/pickle/pk_cases.py makes them with pickle.dumps (protocols 1-5, numpy 1 and numpy 2 module names)
 # from a fake `lerobot` package declared as LeRobot's, plus LeRobot PR #3048's format; build/tests/pickle_tool

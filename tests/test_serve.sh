@@ -3,32 +3,10 @@
 # mact serve: each protocol's actions bitwise equal to `mact run`; hostile and broken clients (each followed by a
 # good request and /livez); the API key per protocol; busy and deadline answers; SIGTERM drains and exits 0;
 # real-time chunking keys per protocol and vla-eval --replan-steps (tests/serve/test_rtc.py).
-set -u
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-MACT=${MACT_BIN:-$BUILD/mact}
-PY=${PYTHON:-/usr/bin/python3}
-T=${MACT_TMP:-/tmp}/serve.$$
-mkdir -p "$T"
-fail=0
-pass() { echo "PASS $1"; }
-failt() { echo "FAIL $1: $2"; fail=1; }
+NAME=serve
+. "$(dirname "$0")/serve/lib.sh"
 "$PY" -c "import websockets, msgpack, requests, numpy, PIL" 2>/dev/null || { failt serve_python_deps "python3-websockets/-msgpack/-requests/-numpy/-pil missing (scripts/setup.sh)"; exit 1; }
 [ -d "$T/tiny" ] || "$MACT" synth tiny "$T/tiny" >/dev/null || { failt serve_synth "mact synth tiny failed"; exit 1; }
-export MACT_BIN="$MACT"
-ports() { "$PY" -c "
-import socket
-ss=[socket.socket() for _ in range(3)]
-[s.bind(('127.0.0.1',0)) for s in ss]
-print(' '.join(str(s.getsockname()[1]) for s in ss))"; }
-wait_ready() {  # pid port
-    for _ in $(seq 1 600); do
-        kill -0 "$1" 2>/dev/null || return 1
-        curl -sf "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    return 1
-}
 start() {  # log args...  (ports A B C are picked here; a port taken meanwhile: try again with new ones)
     local log=$1; shift
     for _ in 1 2 3 4 5; do

@@ -3,16 +3,8 @@
 # LeRobot's robot_client does (tests/serve/test_lerobot.py: python3-grpcio, stubs generated from
 # src/server/lerobot_services.proto by python3-grpc-tools; the client unpickles the replies with torch). The API
 # key on gRPC metadata; SIGTERM drains and exits 0; no sanitizer report in the server's log.
-set -u
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-MACT=${MACT_BIN:-$BUILD/mact}
-PY=${PYTHON:-/usr/bin/python3}
-T=${MACT_TMP:-/tmp}/serve_lerobot.$$
-mkdir -p "$T"
-fail=0
-pass() { echo "PASS $1"; }
-failt() { echo "FAIL $1: $2"; fail=1; }
+NAME=serve_lerobot
+. "$(dirname "$0")/serve/lib.sh"
 "$PY" -c "import grpc, grpc_tools, numpy, torch, PIL" 2>/dev/null \
     || { failt lerobot_python_deps "python3-grpcio / python3-grpc-tools / numpy / torch / pil missing (scripts/setup.sh)"; exit 1; }
 "$MACT" serve --help 2>&1 | grep -q -- "--lerobot PORT" || { failt lerobot_built "this mact serve has no --lerobot"; exit 1; }
@@ -20,24 +12,10 @@ failt() { echo "FAIL $1: $2"; fail=1; }
 mkdir -p "$T/pb"
 "$PY" -m grpc_tools.protoc -I src/server --python_out="$T/pb" --grpc_python_out="$T/pb" src/server/lerobot_services.proto \
     || { failt lerobot_stubs "grpc_tools.protoc failed"; exit 1; }
-export MACT_BIN="$MACT"
-ports() { "$PY" -c "
-import socket
-ss=[socket.socket() for _ in range(2)]
-[s.bind(('127.0.0.1',0)) for s in ss]
-print(' '.join(str(s.getsockname()[1]) for s in ss))"; }
-wait_ready() {  # pid probe-port
-    for _ in $(seq 1 600); do
-        kill -0 "$1" 2>/dev/null || return 1
-        curl -sf "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    return 1
-}
 start() {  # log args... (@A: the gRPC port, @B: an /act port for the probes)
     local log=$1; shift
     for _ in 1 2 3 4 5; do
-        read -r A B < <(ports)
+        read -r A B < <(ports 2)
         local args=() x
         for x in "$@"; do case "$x" in @A) args+=("$A") ;; @B) args+=("$B") ;; *) args+=("$x") ;; esac; done
         "$MACT" serve --model "$T/tiny" "${args[@]}" >"$log" 2>&1 &

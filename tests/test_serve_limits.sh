@@ -1,23 +1,14 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # mact serve under hostile and slow clients (tests/serve/test_limits.py): 1000 idle TCP connections, 100
 # slowloris clients, 300 idle WebSocket connections from one address, a client that never reads its replies,
 # 5000 one-byte fragments and 5000 pings, permessage-deflate off; each followed by a good request on every
 # protocol from another address; descriptors and memory bounded; the refusals counted in /metrics.
-set -u
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-MACT=${MACT_BIN:-$BUILD/mact}
-PY=${PYTHON:-/usr/bin/python3}
-T=${MACT_TMP:-/tmp}/serve_limits.$$
-mkdir -p "$T"
-fail=0
+NAME=serve_limits
+. "$(dirname "$0")/serve/lib.sh"
 "$PY" -c "import websockets, msgpack, requests" 2>/dev/null || { echo "FAIL limits_python_deps: python3-websockets/-msgpack/-requests missing"; exit 1; }
 "$MACT" synth tiny "$T/tiny" >/dev/null || { echo "FAIL limits_synth: mact synth tiny failed"; exit 1; }
-read -r A B C < <("$PY" -c "
-import socket
-ss=[socket.socket() for _ in range(3)]
-[s.bind(('127.0.0.1',0)) for s in ss]
-print(' '.join(str(s.getsockname()[1]) for s in ss))")
+read -r A B C < <(ports 3)
 "$MACT" serve --model "$T/tiny" --openpi "$A" --act "$B" --vla-eval "$C" --max-connections 200 \
     --max-connections-per-ip 50 --header-timeout 3 --quiet >"$T/serve.log" 2>&1 &
 SPID=$!

@@ -1,25 +1,16 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # A soak of mact serve (tests/serve/soak.py): MACT_SOAK_SECONDS (default 60) of mixed traffic on openpi, /act and
 # vla-eval (good requests, faults, clients that vanish, bursts answered busy at --queue 2) against one server:
 # every good request answered and bitwise equal to the first answer of its input; RSS, open fds and threads flat
 # after warm-up (from /proc); nothing in the log but request lines; SIGTERM exits 0. docs/serving.md "Soak" has
-# an hour's run.
-set -u
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-MACT=${MACT_BIN:-$BUILD/mact}
-PY=${PYTHON:-/usr/bin/python3}
-T=${MACT_TMP:-/tmp}/serve_soak.$$
+# the numbers of a run.
+NAME=serve_soak
+. "$(dirname "$0")/serve/lib.sh"
 SECS=${MACT_SOAK_SECONDS:-60}
-mkdir -p "$T"
-fail=0
 "$PY" -c "import websockets, msgpack, requests, numpy, PIL" 2>/dev/null || { echo "FAIL soak_python_deps: python3-websockets/-msgpack/-requests/-numpy/-pil missing"; exit 1; }
 "$MACT" synth tiny "$T/tiny" >/dev/null || { echo "FAIL soak_synth: mact synth tiny failed"; exit 1; }
-read -r A B C < <("$PY" -c "
-import socket
-ss=[socket.socket() for _ in range(3)]
-[s.bind(('127.0.0.1',0)) for s in ss]
-print(' '.join(str(s.getsockname()[1]) for s in ss))")
+read -r A B C < <(ports 3)
 "$MACT" serve --model "$T/tiny" --openpi "$A" --act "$B" --vla-eval "$C" --queue 2 --threads 1 >"$T/serve.log" 2>&1 &
 SPID=$!
 for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$B/readyz" >/dev/null 2>&1 && break; sleep 0.1; done

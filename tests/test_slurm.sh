@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # Sharded open-loop evaluation on a real scheduler: a one-node Slurm cluster (munged, slurmctld, slurmd),
 # every path, key and port of it in a scratch folder, runs `mact eval` as an array job and `mact eval merge`
 # as a job depending on it (the Slurm recipe of docs/cluster.md):

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "io/npy.h"
+#include "base/checked.h"
 #include "export/parity.h"
 #include "base/file.h"
 #include "base/json.h"
@@ -146,9 +147,15 @@ static void run_llm_split(report *rp, mact_session *s, const char *dir, int i, i
     mact_model_get_info(s->m, &mi);
     int64_t n = numel_of(&z, "hidden_states", 2);
     if (n < 1) { fail_row(rp, ctx, "hidden_states missing or not [.., N, D]"); goto done; }
-    size_t nd = (size_t)n * mi.d_model, nkv = (size_t)(b - a) * n * mi.kv_dim;
+    /* sizes from the golden file's shape: checked, a hostile N must not wrap them */
+    size_t nd, nn, nkv;
+    if (mact_size_mul((size_t)n, (size_t)mi.d_model, &nd) || mact_size_mul((size_t)n, (size_t)n, &nn) ||
+        mact_size_mul3((size_t)(b - a), (size_t)n, (size_t)mi.kv_dim, &nkv) || nkv > SIZE_MAX / sizeof(float)) {
+        fail_row(rp, ctx, "hidden_states: N too large (its sizes overflow)");
+        goto done;
+    }
     NEED(hs = member(&z, "hidden_states", nd, why, sizeof why));
-    NEED(bias = member(&z, "attention_bias", (size_t)(n * n), why, sizeof why));
+    NEED(bias = member(&z, "attention_bias", nn, why, sizeof why));
     NEED(ho = member(&z, "hidden_out", nd, why, sizeof why));
     NEED(kr = member(&z, "keys", nkv, why, sizeof why));
     NEED(vr = member(&z, "values", nkv, why, sizeof why));

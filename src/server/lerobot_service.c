@@ -87,6 +87,23 @@ static lr_client *client_get(const char *peer)
     return c;
 }
 
+/* the client of peer, held (not evicted) until client_leave; NULL: too many clients or out of memory */
+static lr_client *client_enter(const char *peer)
+{
+    pthread_mutex_lock(&LR.mu);
+    lr_client *c = client_get(peer);
+    if (c) c->busy++;
+    pthread_mutex_unlock(&LR.mu);
+    return c;
+}
+
+static void client_leave(lr_client *c)
+{
+    pthread_mutex_lock(&LR.mu);
+    c->busy--;
+    pthread_mutex_unlock(&LR.mu);
+}
+
 static int predicted(const lr_client *c, int64_t ts)
 {
     for (int i = 0; i < c->n_predicted; i++)
@@ -127,17 +144,12 @@ static int on_setup(void *user, const char *peer, const uint8_t *data, size_t n,
 {
     (void)user;
     if (!srv_is_ready(LR.S)) return not_ready(msg, ml);
-    pthread_mutex_lock(&LR.mu);
-    lr_client *c = client_get(peer);
-    if (c) c->busy++;
-    pthread_mutex_unlock(&LR.mu);
+    lr_client *c = client_enter(peer);
     if (!c) { snprintf(msg, ml, "too many clients"); return 8; }
     int rc = lr_configure(srv_get_state(LR.S), c->conn->pstate, data, n, msg, ml);
     srv_record(LR.S, SRV_LEROBOT, peer, rc ? srv_decode_outcome(rc) : SRV_OC_CONTROL, n,
                rc ? msg : "policy set-up");
-    pthread_mutex_lock(&LR.mu);
-    c->busy--;
-    pthread_mutex_unlock(&LR.mu);
+    client_leave(c);
     return rc == 0 ? 0 : rc == SRV_EINTERNAL ? 13 : 3;
 }
 
@@ -145,10 +157,7 @@ static int on_observation(void *user, const char *peer, const uint8_t *data, siz
 {
     (void)user;
     if (!srv_is_ready(LR.S)) return not_ready(msg, ml);
-    pthread_mutex_lock(&LR.mu);
-    lr_client *c = client_get(peer);
-    if (c) c->busy++;
-    pthread_mutex_unlock(&LR.mu);
+    lr_client *c = client_enter(peer);
     if (!c) { snprintf(msg, ml, "too many clients"); return 8; }
     lr_conn *lc = c->conn->pstate;
     int status = 0;
@@ -170,9 +179,7 @@ static int on_observation(void *user, const char *peer, const uint8_t *data, siz
     }
     if (status) {
         srv_record(LR.S, SRV_LEROBOT, peer, status == 13 ? SRV_OC_ERROR : SRV_OC_BAD, n, msg);
-        pthread_mutex_lock(&LR.mu);
-        c->busy--;
-        pthread_mutex_unlock(&LR.mu);
+        client_leave(c);
         return status;
     }
     memcpy(copy, data, n);
@@ -252,9 +259,7 @@ static int on_get_actions(void *user, const char *peer, uint8_t **out, size_t *n
         }
         srv_out_free(o);
     }
-    pthread_mutex_lock(&LR.mu);
-    c->busy--;
-    pthread_mutex_unlock(&LR.mu);
+    client_leave(c);
     return status;
 }
 

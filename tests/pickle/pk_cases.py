@@ -21,67 +21,14 @@ import types
 
 import numpy as np
 
-HELPERS = '''from dataclasses import dataclass, field
-from typing import Any
+FAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lerobot_fake")
 
-from lerobot.configs.types import PolicyFeature  # noqa: F401  (as in LeRobot's helpers.py)
-
-
-@dataclass
-class TimedData:
-    timestamp: float
-    timestep: int
-
-
-@dataclass
-class TimedAction(TimedData):
-    action: Any
-
-
-@dataclass
-class TimedObservation(TimedData):
-    observation: dict
-    must_go: bool = False
-
-
-@dataclass
-class RemotePolicyConfig:
-    policy_type: str
-    pretrained_name_or_path: str
-    lerobot_features: dict
-    actions_per_chunk: int
-    device: str = "cpu"
-    rename_map: dict = field(default_factory=dict)
-'''
-
-TYPES = '''from dataclasses import dataclass
-from enum import Enum
-
-
-class FeatureType(str, Enum):
-    STATE = "STATE"
-    VISUAL = "VISUAL"
-    ENV = "ENV"
-    ACTION = "ACTION"
-    REWARD = "REWARD"
-    LANGUAGE = "LANGUAGE"
-
-
-@dataclass
-class PolicyFeature:
-    type: FeatureType
-    shape: tuple
-'''
 
 
 def write_pkg(root):
-    for d in ("lerobot", "lerobot/async_inference", "lerobot/configs"):
-        os.makedirs(os.path.join(root, d), exist_ok=True)
-        open(os.path.join(root, d, "__init__.py"), "w").close()
-    with open(os.path.join(root, "lerobot/async_inference/helpers.py"), "w") as f:
-        f.write(HELPERS)
-    with open(os.path.join(root, "lerobot/configs/types.py"), "w") as f:
-        f.write(TYPES)
+    """the fake `lerobot` package (tests/lerobot_fake: LeRobot's payload classes, its module paths) copied to root"""
+    import shutil
+    shutil.copytree(FAKE, root, dirs_exist_ok=True)
     sys.path.insert(0, root)
 
 

@@ -1,6 +1,6 @@
 """mact serve --lerobot: LeRobot's asynchronous-inference protocol from a client that speaks it as LeRobot's
 robot_client does (gRPC transport.AsyncInference, stubs generated from src/server/lerobot_services.proto; the
-pickles Python's own pickle makes of LeRobot's dataclasses, tests/serve/lerobot_fake; payloads split as
+pickles Python's own pickle makes of LeRobot's dataclasses, tests/lerobot_fake; payloads split as
 transport/utils.py's send_bytes_in_chunks; actions aggregated latest_only).
 
 usage: test_lerobot.py MODEL_DIR TMP PORT PROBE_PORT SERVER_LOG PB_DIR
@@ -24,7 +24,7 @@ import torch  # noqa: F401  (imported before any timing: unpickling the replies 
 
 MODEL, TMP, PORT, PROBE, LOG, PB = sys.argv[1:7]
 sys.path.insert(0, PB)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lerobot_fake"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lerobot_fake"))
 import grpc  # noqa: E402
 import lerobot_services_pb2 as pb  # noqa: E402
 import lerobot_services_pb2_grpc as pbg  # noqa: E402

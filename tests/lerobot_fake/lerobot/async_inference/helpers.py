@@ -2,6 +2,8 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+from lerobot.configs.types import PolicyFeature  # noqa: F401  (as in LeRobot's helpers.py)
+
 
 @dataclass
 class TimedData:
