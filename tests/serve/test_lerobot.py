@@ -28,10 +28,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import grpc  # noqa: E402
 import lerobot_services_pb2 as pb  # noqa: E402
 import lerobot_services_pb2_grpc as pbg  # noqa: E402
+from lerobot_wire import CHUNK, chunks  # noqa: E402,F401
 from lerobot.async_inference.helpers import RemotePolicyConfig, TimedObservation  # noqa: E402
 
 MACT = os.environ.get("MACT_BIN", "build/mact")
-CHUNK = 2 * 1024 * 1024
 fails = 0
 
 
@@ -51,18 +51,6 @@ def channel():
     return ch, pbg.AsyncInferenceStub(ch)
 
 
-def chunks(buf):
-    """transport/utils.py's send_bytes_in_chunks"""
-    n, sent = len(buf), 0
-    while sent < n:
-        st = pb.TRANSFER_MIDDLE
-        if sent + CHUNK >= n:
-            st = pb.TRANSFER_END
-        elif sent == 0:
-            st = pb.TRANSFER_BEGIN
-        k = min(CHUNK, n - sent)
-        yield pb.Observation(transfer_state=st, data=buf[sent:sent + k])
-        sent += k
 
 
 JOINTS = [f"joint_{i}.pos" for i in range(8)]  # the tiny checkpoint's tag: 8 state dims

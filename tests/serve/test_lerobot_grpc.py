@@ -24,8 +24,8 @@ sys.path.insert(0, STUBS)
 import grpc  # noqa: E402
 import lerobot_services_pb2 as pb  # noqa: E402
 import lerobot_services_pb2_grpc as pbg  # noqa: E402
+from lerobot_wire import CHUNK, chunks  # noqa: E402,F401
 
-CHUNK = 2 * 1024 * 1024  # LeRobot's transport/utils.py CHUNK_SIZE
 MiB = 1024 * 1024
 T = 30  # seconds: the deadline of every call made here, so that a hang is a failure, not a stuck suite
 failed = 0
@@ -57,18 +57,6 @@ def crc(b):
     return f"{zlib.crc32(b):08x}"
 
 
-def chunks(payload):
-    """LeRobot's send_bytes_in_chunks: END when the rest fits in one chunk, else BEGIN first, then MIDDLE."""
-    sent, n = 0, len(payload)
-    while sent < n:
-        st = pb.TRANSFER_MIDDLE
-        if sent + CHUNK >= n:
-            st = pb.TRANSFER_END
-        elif sent == 0:
-            st = pb.TRANSFER_BEGIN
-        k = min(CHUNK, n - sent)
-        yield pb.Observation(transfer_state=st, data=payload[sent:sent + k])
-        sent += k
 
 
 def code_of(f, *a, **kw):
