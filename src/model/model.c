@@ -364,15 +364,6 @@ static int resolve_vit_depth(struct mact_model *m, struct mact_ctable *ct, char 
     return 0;
 }
 
-int mact_read_file(const char *path, char **out, size_t *len)
-{
-    /* regular files only (a FIFO would block, a directory reads as garbage), whole or not at all */
-    char e[64];
-    int rc = mact_file_read_text(path, MACT_JSON_FILE_MAX, out, len, e, sizeof e);
-    if (rc) { errno = rc == MACT_ERR_INPUT ? EFBIG : errno ? errno : EINVAL; return -1; }
-    return 0;
-}
-
 /* tokenizer.json, norm_stats.json and the LeRobot preprocessor are needed only by mact_predict: their
  * absence is recorded (and reported there), a malformed one likewise. */
 static void load_optional(struct mact_model *m)
@@ -410,7 +401,8 @@ static void load_optional(struct mact_model *m)
     }
     /* LeRobot's SO-101 preprocessor may carry MolmoAct2StateFrameTransformStep (docs/spec/molmoact2.md 4.3). */
     snprintf(path, sizeof path, "%s/policy_preprocessor.json", m->dir);
-    if (!mact_read_file(path, &txt, NULL)) {
+    char perr[64];   /* absent or unreadable: no frame transform */
+    if (!mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, NULL, perr, sizeof perr)) {
         if (strstr(txt, "StateFrameTransform") || strstr(txt, "state_frame_transform")) {
             m->frame_transform = 1;
             m->frame_dim = MACT_SO101_DIM;

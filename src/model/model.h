@@ -157,8 +157,6 @@ void mact_model_unpack(struct mact_model *m);
 /* model.c */
 void *mact_model_own(struct mact_model *m, size_t bytes);  /* zeroed, freed with the model */
 
-/* model.c: whole file, NUL-terminated (free() it); 0 or -1 with errno */
-int mact_read_file(const char *path, char **out, size_t *len);
 
 /* config.c */
 int mact_config_parse(const char *json_text, mact_config *cfg, char *err, size_t errlen);

@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <dirent.h>
 #include <unistd.h>
+#include "base/file.h"
 #include "server/loop.h"
 
 _Static_assert(SRV_PRE >= LWS_PRE, "SRV_PRE must cover LWS_PRE");
@@ -320,18 +321,6 @@ static void *worker_main(void *arg)
         lws_cancel_service(S->ctx);
     }
     return NULL;
-}
-
-static char *read_text(const char *path, size_t max)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = malloc(max + 1);
-    size_t n = buf ? fread(buf, 1, max, f) : 0;
-    fclose(f);
-    if (!buf) return NULL;
-    buf[n] = 0;
-    return buf;
 }
 
 static void *loader_main(void *arg)
@@ -838,9 +827,12 @@ int srv_run(const srv_config *cfg)
     pthread_mutex_init(&S->mm, NULL);
     int rc = 1;
     if (cfg->api_key_file) {
-        char *k = read_text(cfg->api_key_file, sizeof S->key - 1);
-        if (!k) { fprintf(stderr, "mact serve: --api-key-file %s: %s\n", cfg->api_key_file, strerror(errno)); return 1; }
-        size_t n = strlen(k);
+        char *k, kerr[512];
+        size_t n;
+        if (mact_file_read_text(cfg->api_key_file, sizeof S->key - 1, &k, &n, kerr, sizeof kerr)) {
+            fprintf(stderr, "mact serve: --api-key-file: %s\n", kerr);
+            return 1;
+        }
         while (n && (k[n - 1] == '\n' || k[n - 1] == '\r' || k[n - 1] == ' ')) n--;
         memcpy(S->key, k, n);
         S->keylen = n;
