@@ -237,8 +237,10 @@ _libc = None
 def _c():
     global _libc
     if _libc is None:
-        import ctypes.util
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        # the process's own symbols, not a handle on libc.so.6: under a sanitizer's preloaded runtime, malloc /
+        # free / open_memstream are its interceptors, and the buffer open_memstream made must be freed by the
+        # same allocator (libc's own free on it aborted: "munmap_chunk(): invalid pointer")
+        libc = ctypes.CDLL(None)
         libc.open_memstream.restype, libc.open_memstream.argtypes = c_void_p, [POINTER(c_void_p), POINTER(c_size_t)]
         libc.fclose.restype, libc.fclose.argtypes = c_int, [c_void_p]
         libc.fflush.restype, libc.fflush.argtypes = c_int, [c_void_p]

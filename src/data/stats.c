@@ -19,7 +19,7 @@
 #define NQ 5
 #define NBINS 5000
 static const double QS[NQ] = {0.01, 0.10, 0.50, 0.90, 0.99};
-static const char *QN[NQ] = {"q01", "q10", "q50", "q90", "q99"};
+static const char *const QN[NQ] = {"q01", "q10", "q50", "q90", "q99"};
 
 typedef struct {
     int dim;
