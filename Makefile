@@ -193,9 +193,9 @@ $(PICKLE_TESTS): $(BUILD)/tests/%: tests/c/%.c tests/c/th.h $(SERVER_LIB) $(BUIL
 	$(CC) $(CFLAGS) -Itests/c $< $(SERVER_LIB) $(BUILD)/libmact.a $(LDLIBS) -o $@
 
 # the LeRobot gRPC transport alone, with recording handlers, for tests/test_lerobot_grpc.sh
-$(BUILD)/tests/lr_grpc_echo: tests/c/lr_grpc_echo.c src/server/grpc_lerobot.h $(SERVER_LIB)
+$(BUILD)/tests/lr_grpc_echo: tests/c/lr_grpc_echo.c src/server/grpc_lerobot.h $(SERVER_LIB) $(BUILD)/libmact.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(SERVER_LIB) $(GRPC_LIBS) -lz -pthread -o $@
+	$(CC) $(CFLAGS) $< $(SERVER_LIB) $(BUILD)/libmact.a $(GRPC_LIBS) -lz -pthread -o $@
 
 test: all
 	BUILD=$(BUILD) tests/run.sh
@@ -268,7 +268,8 @@ $(FUZZ_SERVE:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/f
 	    $(FUZZ_LDLIBS) -lmsgpackc -o $@
 
 # LeRobot's async-inference messages (protobuf-c) and the observation chunk reassembly, without gRPC
-FUZZ_LR_OBJ := $(BUILD)/fuzz/obj/server/grpc_lerobot_msg.o $(BUILD)/fuzz/obj/gen/lerobot_services.pb-c.o
+FUZZ_LR_OBJ := $(BUILD)/fuzz/obj/server/grpc_lerobot_msg.o $(BUILD)/fuzz/obj/gen/lerobot_services.pb-c.o \
+               $(BUILD)/fuzz/obj/base/err.o
 $(BUILD)/fuzz/obj/server/grpc_lerobot_msg.o: src/server/grpc_lerobot_msg.c src/server/grpc_lerobot.h $(SERVER_GEN)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(BUILD)/gen -fsanitize=fuzzer-no-link -c $< -o $@
