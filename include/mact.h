@@ -102,17 +102,33 @@ typedef enum {
 } mact_encoder_mask_mode;
 
 /* Arithmetic of the weight matmuls. FP32 is the exact parity mode (weights widened to fp32, fp32
- * accumulation); BF16 rounds activations to bf16 and uses the CPU's bf16 dot products (AVX512-BF16)
- * with fp32 accumulation; INT8 is BF16 with the LLM's and the action expert's weights quantized at load
- * to int8 per output channel and their GEMM inputs to u8 per row, multiplied in int32 (AVX512-VNNI; the
- * vision stack stays BF16; on a CPU without AVX512-VNNI, INT8 runs as BF16). Norms, softmax, RoPE and the
- * Euler update stay fp32 in all. Its accuracy cost is measured in docs/benchmarks.md. */
+ * accumulation); BF16 rounds activations to bf16 and uses the CPU's bf16 dot products (AVX512-BF16, ARM
+ * BFMMLA) with fp32 accumulation; INT8 is BF16 with the weights of the components in
+ * mact_load_options.int8_parts (default: the LLM) quantized at load to int8 per output channel and their GEMM
+ * inputs to u8 per row, multiplied in int32 (AVX512-VNNI, ARM SDOT / SMMLA; elsewhere INT8 runs as BF16), with
+ * the activation columns that stand out (outlier channels) multiplied in fp32 beside them. Norms, softmax, RoPE
+ * and the Euler update stay fp32 in all. The accuracy cost of each choice is measured in docs/parity.md. */
 typedef enum {
     MACT_PRECISION_DEFAULT = 0, /* BF16 */
     MACT_PRECISION_FP32,
     MACT_PRECISION_BF16,
     MACT_PRECISION_INT8,
 } mact_precision;
+
+/* The components an INT8 model quantizes (mact_load_options.int8_parts, a set of these bits). The action expert
+ * stays BF16 by default: its int8 GEMMs run on 10-30 rows, where they are no faster, and they multiplied the
+ * actions' error by ~4 (docs/parity.md); the vision stack's int8 error reaches the actions through the grid
+ * sampler's positions, so it is opt-in until its accuracy cost is within 2x BF16's. */
+typedef enum {
+    MACT_PART_VISION = 1,   /* "vision": ViT, pooling, projector, the grid sampler's MLPs */
+    MACT_PART_LLM = 2,      /* "llm" */
+    MACT_PART_EXPERT = 4,   /* "expert": the action expert */
+} mact_part;
+#define MACT_INT8_PARTS_DEFAULT MACT_PART_LLM
+/* "llm,vision,expert" (any non-empty comma-separated subset, or "all") -> *out; MACT_ERR_INPUT otherwise. */
+MACT_API mact_status mact_int8_parts_parse(const char *s, unsigned *out);
+/* "llm,vision" for a set of MACT_PART_* bits into buf (at most buflen bytes, NUL-terminated); returns buf */
+MACT_API const char *mact_int8_parts_str(unsigned parts, char *buf, size_t buflen);
 
 /* "fp32", "bf16", "int8" or "default" -> *out; MACT_ERR_INPUT (and *out untouched) for anything else. */
 MACT_API mact_status mact_precision_parse(const char *name, mact_precision *out);
@@ -166,6 +182,7 @@ typedef struct {
      * deleted. Cache problems never fail the load: mact_model_info.pack_cache says what happened. */
     const char *pack_cache_dir;
     mact_kernels kernels;                 /* AUTO (0): $MACT_KERNELS, else the best the CPU has */
+    unsigned int8_parts;                  /* INT8: MACT_PART_* bits to quantize; 0: MACT_INT8_PARTS_DEFAULT */
 } mact_load_options;
 
 /* Sizes an integrator needs to allocate buffers, read from the checkpoint, and what the load resolved. */
@@ -186,6 +203,7 @@ typedef struct {
     mact_precision precision;             /* resolved: never DEFAULT */
     mact_pack_cache_status pack_cache;
     mact_kernels kernels;                 /* resolved: never AUTO */
+    unsigned int8_parts;                  /* the MACT_PART_* bits quantized (0 unless the kernels run INT8) */
 } mact_model_info;
 
 /* Loads model_dir (config.json, model.safetensors or shards; tokenizer.json and norm_stats.json are optional

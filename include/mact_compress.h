@@ -100,6 +100,16 @@ typedef struct {
                          every matrix; F32 everything */
     int no_lm_head;   /* skip lm_head.weight (the loader treats it as optional); ln_f is kept */
     int n_threads;    /* 0: the default */
+    int llm_layers;   /* 0: the preset's; else the LLM's (and the action expert's) layer count, 1..256 */
+    int vit_layers;   /* 0: the preset's; else the ViT's stored layers, at least the deepest tap */
+    /* Stress values (`--outliers K:S`, docs/parity.md "int8 at depth"): K outlier channels (0: none) of scale S
+     * planted in the LLM's and the ViT's residual streams, as trained models carry them: the channels' rows of
+     * every block's output projections (attn_out / ff_out, wo / w2), the channels'
+     * columns of the token embeddings, the ViT's patch embedding rows and positional columns, all times S; and
+     * a massive activation, 1e3 on the first channel of the BOS (= EOS) token's embedding row. Channels are
+     * picked from the seed. */
+    int outlier_channels;
+    float outlier_scale;
 } mact_synth_options;
 
 typedef struct {

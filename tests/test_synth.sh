@@ -231,6 +231,80 @@ else
     echo "FAIL synth_parity_bf16_no_lm_head: mact synth --dtype bf16 failed:"; sed 's/^/    /' "$T/synth_bf16.log"
 fi
 
+# --outliers K:S (the int8 stress checkpoints, docs/parity.md) and --llm-layers / --vit-layers: against the plain
+# checkpoint of the same seed, exactly K channels of each residual stream are S times larger in every tensor that
+# writes the stream (bf16 rounding aside), the BOS row carries the massive 1e3, every other value is identical,
+# and the reference passes parity on it at fp32; then int8 with every component quantized passes run_mode's gates
+"$MACT" synth tiny "$T/tiny_out" --seed "$SEED" --outliers 2:20 --llm-layers 4 --vit-layers 4 >"$T/synth_out.log" 2>&1 &&
+"$MACT" synth tiny "$T/tiny_plain4" --seed "$SEED" --llm-layers 4 --vit-layers 4 >>"$T/synth_out.log" 2>&1 ||
+    echo "FAIL synth_outliers: mact synth failed: $(tail -3 "$T/synth_out.log")"
+cat >"$T/check_outliers.py" <<'EOF'
+import sys
+import numpy as np
+sys.path.insert(0, "tests/reference")
+from molmoact2_ref import read_safetensors
+a, _ = read_safetensors(sys.argv[1] + "/model.safetensors")
+b, _ = read_safetensors(sys.argv[2] + "/model.safetensors")
+K, S = int(sys.argv[3]), float(sys.argv[4])
+fails = []
+layers = sum(1 for n in a if n.endswith(".mlp.ff_out.weight"))
+vit = sum(1 for n in a if n.endswith("feed_forward.w2.weight"))
+if layers != 4 or vit != 4: fails.append(f"layers: llm {layers}, vit {vit} (want 4, 4)")
+if set(a) != set(b): fails.append("tensor names differ")
+chans, changed = {}, 0
+for n in sorted(a):
+    x, y = a[n].astype(np.float64), b[n].astype(np.float64)
+    if x.shape != y.shape:
+        fails.append(f"{n}: shape"); continue
+    diff = x != y
+    if n == "model.transformer.wte.embedding":
+        m = x == 1000.0
+        if m.sum() != 1: fails.append(f"{n}: {int(m.sum())} entries at 1e3 (want 1: the BOS row)")
+        diff &= ~m
+    if not diff.any(): continue
+    changed += 1
+    cols = "wte." in n or "positional_embedding" in n
+    d = (diff.any(axis=0) if cols else diff.any(axis=1)) if x.ndim == 2 else diff
+    chans.setdefault("llm" if n.startswith("model.transformer.") else "vit", set()).add(tuple(np.nonzero(d)[0].tolist()))
+    r = x[diff] / y[diff]
+    if np.abs(r - S).max() > S * 0.01: fails.append(f"{n}: ratio {r.min():.4g}..{r.max():.4g}, want {S}")
+for part in ("llm", "vit"):
+    s = chans.get(part, set())
+    if len(s) != 1 or len(next(iter(s))) != K: fails.append(f"{part}: channel sets {sorted(s)}, want one set of {K}")
+for n in a:
+    planted = any(k in n for k in ("attn_out.weight", "ff_out.weight", "wte.embedding", "wte.new_embedding",
+                                   "attention.wo.", "feed_forward.w2.", "patch_embedding", "positional_embedding"))
+    same = bool((a[n] == b[n]).all())
+    if planted and same: fails.append(f"{n}: no planted values")
+    if not planted and not same: fails.append(f"{n}: changed, but it writes no residual stream")
+print(("FAIL synth_outliers: " + "; ".join(fails[:6])) if fails else
+      f"PASS synth_outliers ({K} channels x {S:g} per stream in {changed} tensors, BOS at 1e3, the rest identical; "
+      "4 LLM / 4 ViT layers)")
+EOF
+[ -d "$T/tiny_out" ] && "$PY" "$T/check_outliers.py" "$T/tiny_out" "$T/tiny_plain4" 2 20
+if [ -d "$T/tiny_out" ]; then
+    parity_case outliers "$T/tiny_out" --n-images 2
+    # int8 as shipped (the LLM quantized, its outlier channels split off) at run_mode's gates on every boundary but
+    # vision (bf16 there; the ViT's planted channels move the grid sampler's points, cosine ~0.998 in bf16 too)
+    "$MACT" parity "$T/golden_outliers" --model "$T/tiny_out" --precision int8 --cos-min 0.99 --tol-informational \
+        --abs-tol 0.25 --vjp-abs-tol 0.75 >"$T/out_int8.log" 2>&1
+    low=$(awk '$NF == "PASS" && $1 != "vision" && $3 < 0.999 {print $1 "/" $2 " " $3}' "$T/out_int8.log")
+    if grep -q "^parity: .* 0 failed" "$T/out_int8.log" && [ -z "$low" ]; then
+        echo "PASS synth_outliers_int8 ($(awk '$1 == "e2e" {print "e2e actions cosine " $3 ", max abs " $4}' "$T/out_int8.log"); gates: cosine >= 0.999 past vision, actions max abs <= 0.25)"
+    else
+        echo "FAIL synth_outliers_int8: ${low:-}"; grep -E "FAIL|could not|parity:" "$T/out_int8.log" | head -6 | sed 's/^/    /'
+    fi
+    # every component int8: a gate that catches a broken int8 vision or expert path (garbage, NaN), not an accuracy
+    # claim (that is docs/parity.md's table at real widths)
+    "$MACT" parity "$T/golden_outliers" --model "$T/tiny_out" --precision int8 --int8-parts all --cos-min 0.9 \
+        --tol-informational --abs-tol 0.5 --vjp-abs-tol 1.5 >"$T/out_int8_all.log" 2>&1
+    if grep -q "^parity: .* 0 failed" "$T/out_int8_all.log" && grep -q "int8 components vision,llm,expert" "$T/out_int8_all.log"; then
+        echo "PASS synth_outliers_int8_all ($(awk '$1 == "vision" {print "vision cosine " $3} $1 == "e2e" {print ", e2e actions cosine " $3 ", max abs " $4}' "$T/out_int8_all.log" | tr -d '\n'); gates: cosine >= 0.9, actions max abs <= 0.5)"
+    else
+        echo "FAIL synth_outliers_int8_all:"; grep -E "FAIL|could not|parity:|precision" "$T/out_int8_all.log" | head -6 | sed 's/^/    /'
+    fi
+fi
+
 # --dtype f32 and error handling
 if "$MACT" synth tiny "$T/tiny_f32" --seed "$SEED" --dtype f32 >"$T/synth_f32.log" 2>&1 &&
    "$MACT" inspect "$T/tiny_f32" 2>&1 | grep -q 'BF16 0,'; then
@@ -246,4 +320,11 @@ grep -q "unknown preset 'nosuch'" "$T/e1.log" || errs="$errs no-preset-message"
 "$MACT" synth tiny "$T/x" --dtype fp8 >/dev/null 2>&1 && errs="$errs bad-dtype-accepted"
 : >"$T/afile"
 "$MACT" synth tiny "$T/afile/sub" --seed 1 >"$T/e3.log" 2>&1 && errs="$errs file-as-dir-accepted"
+"$MACT" synth tiny "$T/x" --outliers 2 >/dev/null 2>&1 && errs="$errs outliers-without-scale-accepted"
+"$MACT" synth tiny "$T/x" --outliers 2:-1 >/dev/null 2>&1 && errs="$errs negative-outlier-scale-accepted"
+"$MACT" synth tiny "$T/x2" --outliers 999:20 >"$T/e4.log" 2>&1 && errs="$errs too-many-outliers-accepted"
+grep -q "outlier channels outside" "$T/e4.log" || errs="$errs no-outlier-count-message"
+"$MACT" synth tiny "$T/x3" --vit-layers 1 >"$T/e5.log" 2>&1 && errs="$errs vit-shallower-than-taps-accepted"
+grep -q "vit layers 1 outside" "$T/e5.log" || errs="$errs no-vit-layers-message"
+{ [ -e "$T/x2/model.safetensors" ] || [ -e "$T/x3/model.safetensors" ]; } && errs="$errs wrote-files-for-bad-options"
 [ -z "$errs" ] && echo "PASS synth_errors" || echo "FAIL synth_errors:$errs"

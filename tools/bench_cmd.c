@@ -180,7 +180,7 @@ static double gemm_bench(const mact_ops *ops, mact_pool *pool, int64_t M, int64_
 {
     mact_kctx kc;
     if (mact_kctx_init(&kc, ops, prec, pool, mact_gemm_scratch0(M, K), mact_gemm_scratch0(32, K),
-                       mact_gemm_scratch1(M)))
+                       mact_gemm_scratch1(M), 0))
         return 0;
     uint16_t *w = malloc((size_t)(N * K) * 2);
     float *x = malloc((size_t)(M * K) * 4), *y = malloc((size_t)(M * N) * 4);

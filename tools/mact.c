@@ -44,7 +44,8 @@ static const command commands[] = {
     {"parity", cmd_parity, " GOLDEN_DIR --model MODEL_DIR   run every golden boundary and compare\n"
                            "       [--cos-min C] [--rel-tol R] [--abs-tol A] [--vjp-abs-tol A] [--tol-informational]\n"
                            "       [--max-tokens N]\n"
-                           "       [--precision fp32|bf16|int8]     (default fp32: the exact mode)"},
+                           "       [--precision fp32|bf16|int8]     (default fp32: the exact mode)\n"
+                           "         [--int8-parts llm,vision,expert|all]  (int8: the components quantized; default llm)"},
     {"prune-analyze", cmd_prune_analyze, " --model DIR (--image F ... | --dataset DIR [--frames N]) [--json F] [--png F]\n"
                                          "                                      [--target-depth D]  per-block ViT SNR, a proposed keep-set"},
     {"prune", cmd_prune, " --model DIR --keep LIST [--taps LIST] --out DIR   the ViT-pruned checkpoint"},
@@ -100,6 +101,15 @@ static int parse_precision(const char *s, void *dst, char *err, size_t el)
     return 0;
 }
 
+static int parse_int8_parts(const char *s, void *dst, char *err, size_t el)
+{
+    if (mact_int8_parts_parse(s, (unsigned *)dst)) {
+        snprintf(err, el, "--int8-parts wants llm, vision, expert (comma-separated) or all, got '%s'", s);
+        return -1;
+    }
+    return 0;
+}
+
 /* `mact parity`: the golden boundaries against the runtime (src/export/parity.c beside the golden writer) */
 static int cmd_parity(int argc, char **argv)
 {
@@ -110,7 +120,8 @@ static int cmd_parity(int argc, char **argv)
         CLI_O("--model", CLI_STR, &model), CLI_O("--cos-min", CLI_F64, &o.cos_min, .lo = -1, .hi = 1), CLI_O("--rel-tol", CLI_F64, &o.rel_tol, .lo = 0, .hi = 1e6),
         CLI_O("--abs-tol", CLI_F64, &o.abs_tol, .lo = 0, .hi = 1e30), CLI_O("--vjp-abs-tol", CLI_F64, &o.vjp_abs_tol, .lo = 0, .hi = 1e30),
         CLI_O("--max-tokens", CLI_INT, &o.max_tokens, .lo = 1, .hi = 1 << 20), CLI_O("--tol-informational", CLI_FLAG, &o.tol_informational),
-        CLI_O("--precision", CLI_FN, &o.precision, .fn = parse_precision), {0}};
+        CLI_O("--precision", CLI_FN, &o.precision, .fn = parse_precision),
+        CLI_O("--int8-parts", CLI_FN, &o.int8_parts, .fn = parse_int8_parts), {0}};
     int rc = cli_parse("mact parity", argc, argv, opts, &golden, 1, &n_pos, 0, usage_err);
     if (rc) return rc;
     if (!golden || !model) return usage(stderr);

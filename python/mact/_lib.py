@@ -9,7 +9,7 @@ import ctypes
 import ctypes.util
 import os
 import threading
-from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_uint64, c_void_p)
+from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_uint, c_uint64, c_void_p)
 
 from ._version import __version__
 
@@ -27,14 +27,14 @@ PACK_CACHE = {0: "none", 1: "loaded", 2: "written", 3: "unusable"}
 
 class LoadOptions(Structure):
     _fields_ = [("pooling_mask", c_int), ("encoder_mask", c_int), ("precision", c_int), ("no_pack", c_int),
-                ("pack_cache_dir", c_char_p), ("kernels", c_int)]
+                ("pack_cache_dir", c_char_p), ("kernels", c_int), ("int8_parts", c_uint)]
 
 
 class ModelInfo(Structure):
     _fields_ = [(n, c_int) for n in (
         "image_height", "image_width", "patch_size", "n_patches", "patch_dim", "tokens_per_image", "d_model",
         "n_layers", "kv_dim", "ae_hidden", "max_action_dim", "max_action_horizon", "flow_steps", "vocab_total",
-        "has_sampler", "pooling_mask", "encoder_mask", "precision", "pack_cache", "kernels")]
+        "has_sampler", "pooling_mask", "encoder_mask", "precision", "pack_cache", "kernels")] + [("int8_parts", c_uint)]
 
 
 class NormTagInfo(Structure):
@@ -94,6 +94,8 @@ PROTOTYPES = {
     "mact_version": (c_char_p, []),
     "mact_precision_parse": (c_int, [c_char_p, POINTER(c_int)]),
     "mact_precision_str": (c_char_p, [c_int]),
+    "mact_int8_parts_parse": (c_int, [c_char_p, POINTER(c_uint)]),
+    "mact_int8_parts_str": (c_char_p, [c_uint, c_char_p, c_size_t]),
     "mact_threadpool_new": (c_int, [c_int, _PP, c_char_p, c_size_t]),
     "mact_threadpool_free": (None, [_P]),
     "mact_threadpool_size": (c_int, [_P]),

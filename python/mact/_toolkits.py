@@ -8,7 +8,7 @@ offsets against a C compiler's). Each toolkit library carries the runtime object
 beside any libmact.so.
 """
 import ctypes
-from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
 from . import _lib
 from ._lib import RtcOptions
@@ -129,7 +129,8 @@ class DistillResult(Structure):
 
 
 class SynthOptions(Structure):
-    _fields_ = [("dtype_mode", c_int), ("no_lm_head", c_int), ("n_threads", c_int)]
+    _fields_ = [("dtype_mode", c_int), ("no_lm_head", c_int), ("n_threads", c_int), ("llm_layers", c_int),
+                ("vit_layers", c_int), ("outlier_channels", c_int), ("outlier_scale", c_float)]
 
 
 class SynthResult(Structure):

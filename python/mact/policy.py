@@ -46,6 +46,7 @@ class ModelInfo:
     precision: str          # "fp32", "bf16" or "int8"
     pack_cache: str         # "none", "loaded", "written" or "unusable"
     kernels: str            # "ref", "avx2", "avx512", "avx512bf16", "neon", "neon-dotprod" or "neon-i8mm"
+    int8_parts: str = ""    # int8: the components quantized ("llm", "llm,vision", ...); "" otherwise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -592,13 +593,15 @@ class Policy:
 
     @classmethod
     def from_pretrained(cls, model_dir, precision="bf16", threads=None, pack_cache=None, *, kernels=None,
-                        max_images=None, max_tokens=None, library=None):
+                        max_images=None, max_tokens=None, int8_parts=None, library=None):
         """Loads a checkpoint directory (config.json, model.safetensors or shards, tokenizer.json,
         norm_stats.json). precision: "bf16" (default), "fp32" (the exact parity mode) or "int8"; the weights
         are repacked once for it. threads: threads per session (None: every CPU this process may run on).
         pack_cache: a directory for a cache of the repacked weights (None: $MACT_PACK_CACHE if set, else
         none). kernels: None/"auto", "ref", "avx2", "avx512", "avx512bf16" (x86-64) or "neon", "neon-dotprod", "neon-i8mm" (ARM64). max_images / max_tokens: the
-        sessions' limits (None: the library's defaults, 4 frames and 512 tokens). library: a path to
+        sessions' limits (None: the library's defaults, 4 frames and 512 tokens). int8_parts: with "int8", the
+        components quantized, "llm", "vision", "expert" comma-separated or "all" (None: the library's default, the
+        LLM; docs/parity.md has each choice's accuracy). library: a path to
         libmact.so (else $MACT_LIBRARY, the build tree, the system loader path)."""
         lib = _lib.load_library(library)
         model_dir = os.fspath(model_dir)
@@ -617,6 +620,12 @@ class Policy:
             opts.kernels = names[kernels]
         if pack_cache is not None:
             opts.pack_cache_dir = os.fsencode(pack_cache)
+        if int8_parts is not None:
+            bits = ctypes.c_uint()
+            if not isinstance(int8_parts, str) or lib.mact_int8_parts_parse(int8_parts.encode(), ctypes.byref(bits)):
+                raise input_error(f"int8_parts {int8_parts!r}: expected \"llm\", \"vision\", \"expert\" "
+                                  "comma-separated, or \"all\"")
+            opts.int8_parts = bits.value
         self = object.__new__(cls)
         self._threads, self._max_images, self._max_tokens = threads, max_images, max_tokens
         for v, what in ((threads, "threads"), (max_images, "max_images"), (max_tokens, "max_tokens")):
@@ -636,7 +645,8 @@ class Policy:
             has_sampler=bool(ci.has_sampler), pooling_mask=_lib.POOL_MASKS.get(ci.pooling_mask, "?"),
             encoder_mask=_lib.ENCODER_MASKS.get(ci.encoder_mask, "?"),
             precision=lib.mact_precision_str(ci.precision).decode(), pack_cache=_lib.PACK_CACHE.get(ci.pack_cache, "?"),
-            kernels=_lib.KERNELS.get(ci.kernels, "?"))
+            kernels=_lib.KERNELS.get(ci.kernels, "?"),
+            int8_parts=lib.mact_int8_parts_str(ci.int8_parts, ctypes.create_string_buffer(64), 64).decode())
         self._state = _State(lib, out.value, info, _read_norm_tags(lib, out), model_dir)
         self._tls = threading.local()
         self._finalizer = weakref.finalize(self, self._state.close)

@@ -125,16 +125,21 @@ def distill_eval(teacher, student, images=None, *, dataset=None, frames=0, json_
             "n_images": res.n_images, "identical": bool(res.identical), "report": report.text}
 
 
-def synth(preset, out, seed=0, *, dtype="mixed", no_lm_head=False, threads=0, library=None):
+def synth(preset, out, seed=0, *, dtype="mixed", no_lm_head=False, threads=0, llm_layers=0, vit_layers=0,
+          outliers=None, library=None):
     """A random checkpoint of ``preset`` (presets()) in ``out`` (`mact synth`): config.json, model.safetensors,
     norm_stats.json, tokenizer.json in the real layout; values depend only on (seed, tensor name). dtype: "mixed"
     (the big VLM matrices bf16, as LeRobot saves), "bf16" or "f32". Returns what was written (n_tensors,
-    n_params, weight_bytes, total_bytes, seconds, weight_seconds)."""
+    n_params, weight_bytes, total_bytes, seconds, weight_seconds). llm_layers / vit_layers: another depth (0: the
+    preset's); outliers: (K, S) to plant K outlier channels of scale S and a massive BOS activation (`--outliers`)."""
     lib, err = load_library(library), _t.errbuf()
     mode = lib.mact_synth_dtype_from_name(_t.enc(dtype)) if isinstance(dtype, str) else -1
     if mode < 0:
         raise input_error(f"dtype {dtype!r}: expected \"mixed\", \"f32\" or \"bf16\"")
-    o = _t.SynthOptions(dtype_mode=mode, no_lm_head=bool(no_lm_head), n_threads=int(threads))
+    o = _t.SynthOptions(dtype_mode=mode, no_lm_head=bool(no_lm_head), n_threads=int(threads), llm_layers=int(llm_layers),
+                        vit_layers=int(vit_layers))
+    if outliers is not None:
+        o.outlier_channels, o.outlier_scale = int(outliers[0]), float(outliers[1])
     res = _t.SynthResult()
     _t.check(lib.mact_synth_ex(_t.enc(preset), _t.enc(out), int(seed), ctypes.byref(o), ctypes.byref(res), err,
                                _t.ERRLEN), err)

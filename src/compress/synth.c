@@ -129,6 +129,12 @@ typedef struct {
     int kind;
     float scale;
     int64_t nel, off;   /* element count, byte offset in the data section */
+    /* planted outliers (mact_synth_options.outlier_*): values on the masked channels times oscale, the channel
+     * being the row (oaxis 1; a 1-D tensor's entry) or the column (oaxis 2); mrow >= 0: the massive entry */
+    int oaxis;
+    const uint8_t *omask;
+    float oscale;
+    int64_t mrow, mcol;
 } tspec;
 
 typedef struct {
@@ -136,6 +142,10 @@ typedef struct {
     size_t n, cap;
     int mode;
     int oom;
+    const uint8_t *llm_mask, *vit_mask;  /* the outlier channels of the two residual streams (NULL: none) */
+    float oscale;
+    int64_t bos;                         /* the BOS token's row (the massive activation) */
+    int massive_ch;
 } tlist;
 
 /* big: a VLM matrix stored BF16 under "mixed"; under "bf16" every 2-D tensor is BF16 */
@@ -158,6 +168,7 @@ static void add_t(tlist *L, const char *name, int nd, int64_t a, int64_t b, int 
     t->nel = nd == 2 ? a * b : a;
     t->kind = kind;
     t->scale = scale;
+    t->mrow = -1;
     if (L->mode == MACT_SYNTH_F32) t->dtype = MACT_F32;
     else if (L->mode == MACT_SYNTH_BF16) t->dtype = nd == 2 ? MACT_BF16 : MACT_F32;
     else t->dtype = big && nd == 2 ? MACT_BF16 : MACT_F32;
@@ -178,6 +189,52 @@ typedef struct {
     int no_lm_head;
 } table_ctx;
 
+/* Which tensors carry the planted outliers: whatever writes into a residual stream scales the outlier channels
+ * of what it writes (the stream's inputs and every block's output projection), so the channels stay S times
+ * larger through the depth while the pre-norms see them as trained models' norms do. */
+static void plant_outliers(tlist *L, tspec *t)
+{
+    static const char *const llm_rows[] = {".self_attn.attn_out.weight", ".mlp.ff_out.weight", NULL};
+    static const char *const vit_rows[] = {".attention.wo.weight", ".attention.wo.bias", ".feed_forward.w2.weight",
+                                           ".feed_forward.w2.bias", NULL};
+    const char *n = t->name;
+    const uint8_t *m = NULL;
+    int axis = 0;
+    if (L->llm_mask) {
+        if (!strcmp(n, "model.transformer.wte.embedding") || !strcmp(n, "model.transformer.wte.new_embedding"))
+            axis = 2;
+        else if (!strncmp(n, "model.transformer.blocks.", 25))
+            for (int i = 0; llm_rows[i]; i++) axis = ends(n, llm_rows[i]) ? 1 : axis;
+        if (axis) m = L->llm_mask;
+        if (!strcmp(n, "model.transformer.wte.embedding")) {
+            t->mrow = L->bos;
+            t->mcol = L->massive_ch;
+        }
+    }
+    if (!axis && L->vit_mask) {
+        const char *V = "model.vision_backbone.image_vit.";
+        if (!strncmp(n, V, strlen(V))) {
+            if (ends(n, "patch_embedding.weight") || ends(n, "patch_embedding.bias")) axis = 1;
+            else if (ends(n, "positional_embedding")) axis = 2;
+            else for (int i = 0; vit_rows[i]; i++) axis = ends(n, vit_rows[i]) ? 1 : axis;
+        }
+        if (axis) m = L->vit_mask;
+    }
+    t->oaxis = axis;
+    t->omask = m;
+    t->oscale = L->oscale;
+}
+
+#define MASSIVE_VALUE 1000.0f  /* the massive BOS activation (mact_compress.h) */
+
+static inline float planted(const tspec *t, int64_t e, float v)
+{
+    if (!t->omask) return v;
+    if (t->mrow >= 0 && e == t->mrow * t->shape[1] + t->mcol) return MASSIVE_VALUE;
+    const int64_t ch = t->oaxis == 2 ? e % t->shape[1] : t->nd == 2 ? e / t->shape[1] : e;
+    return t->omask[ch] ? v * t->oscale : v;
+}
+
 /* one entry of the model's tensor table (model/table.c): random values of the kind its role implies */
 static int add_from_table(walk_ctx *w, const char *name, mact_tensor *t, int flags, int nd, const int64_t *shape)
 {
@@ -191,12 +248,14 @@ static int add_from_table(walk_ctx *w, const char *name, mact_tensor *t, int fla
         if (ends(name, "norm.weight") || ends(name, "ln_f.weight")) add_t(c->L, name, 1, shape[0], 0, 0, K_NORM1, 0);
         /* a wide bias spreads the K sample points over the grid (borders included) */
         else add_t(c->L, name, 1, shape[0], 0, 0, K_NORMAL, ends(name, "scout_mlp.2.bias") ? 1.5f : BIAS_SCALE);
+        if (!c->L->oom) plant_outliers(c->L, &c->L->t[c->L->n - 1]);
         return 0;
     }
     const float scale = ends(name, "positional_embedding") ? 0.5f
                         : strstr(name, ".wte.")            ? 1.0f
                                                            : 1.0f / sqrtf((float)shape[1]);
     add_t(c->L, name, 2, shape[0], shape[1], big, K_NORMAL, scale);
+    if (!c->L->oom) plant_outliers(c->L, &c->L->t[c->L->n - 1]);
     return 0;
 }
 
@@ -317,20 +376,21 @@ static void gen_block(const tspec *t, uint64_t tseed, int64_t blk, int64_t n, vo
     xoshiro r;
     xo_seed(&r, tseed ^ mix64((uint64_t)blk * 0xD1B54A32D192ED03ull));
     float s = t->scale;
+    const int64_t e0 = blk * BLOCK_ELEMS;  /* the block's first element in the tensor */
     if (t->dtype == MACT_BF16) {
         uint16_t *o = out;
         if (t->kind == K_NORM1)
             for (int64_t i = 0; i < n; i++)
                 o[i] = f32_to_bf16(1.0f + 0.3f * ((float)(int64_t)(xo_next(&r) >> 40) * (1.0f / 8388608.0f) - 1.0f));
         else
-            for (int64_t i = 0; i < n; i++) o[i] = f32_to_bf16(s * approx_normal(xo_next(&r)));
+            for (int64_t i = 0; i < n; i++) o[i] = f32_to_bf16(planted(t, e0 + i, s * approx_normal(xo_next(&r))));
     } else {
         float *o = out;
         if (t->kind == K_NORM1)
             for (int64_t i = 0; i < n; i++)
                 o[i] = 1.0f + 0.3f * ((float)(int64_t)(xo_next(&r) >> 40) * (1.0f / 8388608.0f) - 1.0f);
         else
-            for (int64_t i = 0; i < n; i++) o[i] = s * approx_normal(xo_next(&r));
+            for (int64_t i = 0; i < n; i++) o[i] = planted(t, e0 + i, s * approx_normal(xo_next(&r)));
     }
 }
 
@@ -738,6 +798,22 @@ static cJSON *make_norm_stats(const preset *p, uint64_t seed)
     return root;
 }
 
+/* k distinct channels of dim marked in mask, drawn from seed; returns the first one drawn */
+static int pick_channels(uint8_t *mask, int dim, int k, uint64_t seed)
+{
+    xoshiro r;
+    xo_seed(&r, mix64(seed));
+    int first = -1;
+    for (int got = 0; got < k;) {
+        const int c = (int)(xo_next(&r) % (uint64_t)dim);
+        if (mask[c]) continue;
+        mask[c] = 1;
+        first = first < 0 ? c : first;
+        got++;
+    }
+    return first;
+}
+
 /* ------------------------------------------------------------------------------------------------
  * entry points */
 
@@ -757,6 +833,23 @@ mact_status mact_synth_ex(const char *preset_name, const char *out_dir, uint64_t
     if (o.dtype_mode != MACT_SYNTH_MIXED && o.dtype_mode != MACT_SYNTH_F32 && o.dtype_mode != MACT_SYNTH_BF16)
         return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: unknown dtype mode %d (mixed, f32, bf16)", o.dtype_mode);
     if (!out_dir) return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: no output directory");
+    preset pp = *p;  /* the preset with the options' depths */
+    p = &pp;
+    int deepest_tap = 0;
+    for (int i = 0; i < pp.n_taps; i++) deepest_tap = -pp.taps[i] > deepest_tap ? -pp.taps[i] : deepest_tap;
+    if (o.llm_layers < 0 || o.llm_layers > 256)
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: llm layers %d outside 1..256", o.llm_layers);
+    if (o.vit_layers && (o.vit_layers < deepest_tap || o.vit_layers > 256))
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: vit layers %d outside %d..256 (the preset taps layer -%d)",
+                         o.vit_layers, deepest_tap, deepest_tap);
+    if (o.llm_layers) pp.n_layers = o.llm_layers;
+    if (o.vit_layers) pp.vit_layers = o.vit_layers;
+    const int max_k = (pp.d_model < pp.vit_hidden ? pp.d_model : pp.vit_hidden) / 4;
+    if (o.outlier_channels < 0 || o.outlier_channels > max_k)
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: %d outlier channels outside 0..%d (a quarter of the "
+                         "narrower residual stream)", o.outlier_channels, max_k);
+    if (o.outlier_channels && !(isfinite(o.outlier_scale) && o.outlier_scale > 0.f && o.outlier_scale <= 1e4f))
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: outlier scale %g outside (0, 1e4]", (double)o.outlier_scale);
     int rc = mkdir_p(out_dir, err, errlen);
     if (rc) return rc;
 
@@ -776,7 +869,18 @@ mact_status mact_synth_ex(const char *preset_name, const char *out_dir, uint64_t
     if (rc) return rc;
 
     tlist L = {.mode = o.dtype_mode};
-    if ((rc = build_tensors(p, o.dtype_mode, o.no_lm_head, &L, err, errlen))) { free(L.t); return rc; }
+    uint8_t *masks = NULL;
+    if (o.outlier_channels) {
+        if (!(masks = calloc((size_t)(pp.d_model + pp.vit_hidden), 1)))
+            return mact_errf(err, errlen, MACT_ERR_NOMEM, "synth: out of memory");
+        L.llm_mask = masks;
+        L.vit_mask = masks + pp.d_model;
+        L.oscale = o.outlier_scale;
+        L.bos = layout_ids(p).im_end;
+        L.massive_ch = pick_channels(masks, pp.d_model, o.outlier_channels, seed ^ fnv1a("outliers/llm"));
+        pick_channels(masks + pp.d_model, pp.vit_hidden, o.outlier_channels, seed ^ fnv1a("outliers/vit"));
+    }
+    if ((rc = build_tensors(p, o.dtype_mode, o.no_lm_head, &L, err, errlen))) { free(L.t); free(masks); return rc; }
     qsort(L.t, L.n, sizeof *L.t, cmp_tspec);
     double tw = now_s();
     int64_t wbytes = 0;
@@ -790,6 +894,7 @@ mact_status mact_synth_ex(const char *preset_name, const char *out_dir, uint64_t
         res->seconds = now_s() - t0;
     }
     free(L.t);
+    free(masks);
     return rc;
 }
 

@@ -389,7 +389,8 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
         }
         has_rtc = 1;
     }
-    mact_load_options lo = {.precision = o->precision ? o->precision : MACT_PRECISION_FP32};
+    mact_load_options lo = {.precision = o->precision ? o->precision : MACT_PRECISION_FP32,
+                            .int8_parts = o->int8_parts};
     const char *pm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "pooling_mask"));
     const char *em = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "encoder_mask"));
     if (pm) lo.pooling_mask = !strcmp(pm, "sdpa") ? MACT_POOL_SDPA : !strcmp(pm, "eager") ? MACT_POOL_EAGER : MACT_POOL_NONE;
@@ -407,7 +408,9 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
     }
     if (!num_steps) num_steps = m->cfg.flow_steps;
     report rp = {.out = out, .o = o};
-    fprintf(out, "precision: %s\n", mact_precision_str(lo.precision));
+    char parts[64];
+    fprintf(out, "precision: %s%s%s\n", mact_precision_str(lo.precision), m->int8_parts ? ", int8 components " : "",
+            m->int8_parts ? mact_int8_parts_str(m->int8_parts, parts, sizeof parts) : "");
     fprintf(out, "%-16s %-16s %12s %12s %12s %-6s %s\n", "context", "output", "cosine", "max_abs_err", "max|ref|",
             "in_tol", "result");
     run_vision(&rp, s, golden_dir);

@@ -11,6 +11,7 @@ typedef struct {
     double vjp_abs_tol;      /* the RTC vjp row's bound (its actions are ~3x larger: g = 10 at t = 0); 0 = abs_tol */
     int max_tokens;          /* session size; 0 = default */
     int precision;           /* MACT_PRECISION_*; the gate's default is FP32 (exact mode) */
+    unsigned int8_parts;     /* INT8: MACT_PART_* quantized; 0 = the library's default */
 } mact_parity_options;
 
 typedef struct { double cosine, max_abs, max_ref; } mact_cmp;

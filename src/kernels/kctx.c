@@ -42,6 +42,42 @@ mact_status mact_precision_parse(const char *name, mact_precision *out)
 
 const char *mact_precision_str(mact_precision p) { return (unsigned)p < N_PRECISIONS ? precision_names[p] : "?"; }
 
+/* the MACT_PART_* names, by bit (mact_int8_parts_parse / _str) */
+static const char *const part_names[] = {"vision", "llm", "expert"};
+
+mact_status mact_int8_parts_parse(const char *s, unsigned *out)
+{
+    if (!s || !out || !*s) return MACT_ERR_INPUT;
+    if (!strcmp(s, "all")) { *out = MACT_PART_VISION | MACT_PART_LLM | MACT_PART_EXPERT; return MACT_OK; }
+    unsigned v = 0;
+    for (const char *p = s;;) {
+        const char *e = strchr(p, ',');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        int hit = 0;
+        for (unsigned b = 0; b < 3; b++)
+            if (n == strlen(part_names[b]) && !strncmp(p, part_names[b], n)) { v |= 1u << b; hit = 1; }
+        if (!hit) return MACT_ERR_INPUT;
+        if (!e) break;
+        p = e + 1;
+    }
+    *out = v;
+    return MACT_OK;
+}
+
+const char *mact_int8_parts_str(unsigned parts, char *buf, size_t buflen)
+{
+    if (!buf || !buflen) return buf;
+    buf[0] = 0;
+    size_t n = 0;
+    for (unsigned b = 0; b < 3; b++)
+        if (parts & (1u << b)) {
+            int k = snprintf(buf + n, buflen - n, "%s%s", n ? "," : "", part_names[b]);
+            if (k < 0 || (size_t)k >= buflen - n) break;
+            n += (size_t)k;
+        }
+    return buf;
+}
+
 mact_precision mact_kernels_effective_precision(const mact_ops *ops, mact_precision prec)
 {
     if (prec == MACT_PRECISION_INT8 && !ops->gemm_i8) prec = MACT_PRECISION_BF16;
@@ -50,7 +86,7 @@ mact_precision mact_kernels_effective_precision(const mact_ops *ops, mact_precis
 }
 
 int mact_kctx_init(mact_kctx *kc, const mact_ops *ops, mact_precision prec, mact_pool *pool, size_t scratch0,
-                   size_t scratch0_worker, size_t scratch1)
+                   size_t scratch0_worker, size_t scratch1, size_t scratch2)
 {
     memset(kc, 0, sizeof *kc);
     kc->ops = ops;
@@ -61,8 +97,8 @@ int mact_kctx_init(mact_kctx *kc, const mact_ops *ops, mact_precision prec, mact
     kc->th = calloc((size_t)kc->n_threads, sizeof *kc->th);
     if (!kc->th) return MACT_ERR_NOMEM;
     for (int t = 0; t < kc->n_threads; t++) {
-        const size_t want[2] = {t == 0 ? scratch0 : scratch0_worker, scratch1};
-        for (int b = 0; b < 2; b++) {
+        const size_t want[3] = {t == 0 ? scratch0 : scratch0_worker, scratch1, t == 0 ? scratch2 : 0};
+        for (int b = 0; b < 3; b++) {
             if (!want[b]) continue;
             size_t cap = (want[b] + 63) & ~(size_t)63;
             kc->th[t].buf[b] = aligned_alloc(64, cap);
@@ -83,6 +119,7 @@ void mact_kctx_free(mact_kctx *kc)
         for (int t = 0; t < kc->n_threads; t++) {
             free(kc->th[t].buf[0]);
             free(kc->th[t].buf[1]);
+            free(kc->th[t].buf[2]);
         }
     free(kc->th);
     kc->th = NULL;

@@ -48,7 +48,8 @@ void mact_matmul_epi(const mact_kctx *kc, float *y, int64_t ldy, const float *x,
         /* an int8 pack only in INT8 precision; a rounded bf16 pack never in the exact FP32 mode */
         if (pk->fmt == MACT_PACK_I8) {
             if (kc->prec == MACT_PRECISION_INT8 && ops->gemm_i8) {
-                ops->gemm_i8(kc, y, ldy, x, ldx, pk, bias, M, epi);
+                if (!mact_i8_split_gemm(kc, y, ldy, x, ldx, W, pk, bias, M, N, K, epi))
+                    ops->gemm_i8(kc, y, ldy, x, ldx, pk, bias, M, epi);
                 return;
             }
         } else if (ops->gemm_packed && (kc->prec != MACT_PRECISION_FP32 || pk->exact)) {

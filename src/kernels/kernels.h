@@ -37,8 +37,8 @@ typedef struct mact_ops mact_ops;
  * partial sums between K blocks), sized at session creation from the model, and the operand a run of panels
  * reads (set by the run's prep, read by the same thread's panels). */
 typedef struct {
-    void *buf[2];
-    size_t cap[2];
+    void *buf[3];      /* 2: the int8 GEMMs' outlier split (thread 0 only; kernels/i8_split.c) */
+    size_t cap[3];
     const void *own[3];
 } mact_kthread;
 
@@ -66,7 +66,7 @@ mact_precision mact_kernels_effective_precision(const mact_ops *ops, mact_precis
  * scratch1 / scratch0_worker: the planned buffer sizes in bytes (0: none; they grow on demand, counted in
  * grows). Returns 0 or MACT_ERR_NOMEM. */
 int mact_kctx_init(mact_kctx *kc, const mact_ops *ops, mact_precision prec, mact_pool *pool, size_t scratch0,
-                   size_t scratch0_worker, size_t scratch1);
+                   size_t scratch0_worker, size_t scratch1, size_t scratch2);
 void mact_kctx_free(mact_kctx *kc);
 /* thread tid's scratch buffer `which` of at least bytes (64-byte aligned); NULL when out of memory */
 void *mact_kctx_buf(const mact_kctx *kc, int tid, int which, size_t bytes);
@@ -75,6 +75,21 @@ void mact_kctx_run(const mact_kctx *kc, int64_t n, int par, mact_task_fn fn, voi
 /* Bytes of scratch buffer 0 / 1 a GEMM of M rows over K needs (the planner and the kernels agree on it). */
 size_t mact_gemm_scratch0(int64_t M, int64_t K);
 size_t mact_gemm_scratch1(int64_t M);
+
+/* The outlier split of the int8 GEMMs (kernels/i8_split.c): columns of x above MACT_I8_OUTLIER_RATIO times the
+ * median column maximum (at most mact_i8_split_cap(K), never more than MACT_I8_MAX_OUTLIERS) go through fp32 on
+ * the stored weights, the rest through the int8 kernel. GEMMs over fewer than 2 x MACT_I8_OUTLIER_MIN_K columns
+ * are never split. */
+#define MACT_I8_OUTLIER_RATIO 6.0f
+#define MACT_I8_MAX_OUTLIERS 64
+#define MACT_I8_OUTLIER_MIN_K 32
+int mact_i8_split_cap(int64_t K);
+/* bytes of scratch buffer 2 a split of M rows over K needs */
+size_t mact_i8_split_scratch(int64_t M, int64_t K);
+/* the outlier columns of x[M, K] (ascending, at most cap) into idx; 0 when none stands out or x holds a
+ * non-finite value. colmax and tmp: K floats each. */
+int mact_i8_find_outliers(const float *x, int64_t ldx, int64_t M, int64_t K, float *colmax, float *tmp, int32_t *idx,
+                          int cap);
 
 /* Fused epilogues of the weight GEMMs: y = x W^T + bias, then */
 enum {
@@ -211,5 +226,10 @@ int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
 /* Marks the 2 MiB-aligned interior of [p, p + bytes) for transparent huge pages (before first touch); used for
  * the packs, the session arena and the GEMM scratch. */
 void mact_advise_huge(void *p, size_t bytes);
+
+/* kernels/i8_split.c: y = x W^T (+ bias, epilogue) as the int8 kernel on x without its outlier columns plus their fp32 product;
+ * 1 when done, 0 when x has no outlier column (the caller runs the plain int8 kernel) */
+int mact_i8_split_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W,
+                       const mact_packed *pk, const float *bias, int64_t M, int64_t N, int64_t K, int epi);
 
 #endif

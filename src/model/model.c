@@ -479,6 +479,12 @@ mact_status mact_model_load(const char *dir, const mact_load_options *opt, mact_
         goto fail;
     }
     m->kprec = mact_kernels_effective_precision(m->ops, m->precision);
+    const unsigned parts = opt && opt->int8_parts ? opt->int8_parts : MACT_INT8_PARTS_DEFAULT;
+    if (parts & ~(unsigned)(MACT_PART_VISION | MACT_PART_LLM | MACT_PART_EXPERT)) {
+        rc = mact_errf(err, errlen, MACT_ERR_INPUT, "int8_parts 0x%x: unknown component bits (MACT_PART_*)", parts);
+        goto fail;
+    }
+    m->int8_parts = m->kprec == MACT_PRECISION_INT8 ? parts : 0;
     describe_tables(m, &ct);
     if (!(opt && opt->no_pack)) {
         /* weights packed once into the kernels' layout for this precision and bound to each tensor
@@ -535,6 +541,7 @@ void mact_model_get_info(const mact_model *m, mact_model_info *i)
     i->precision = (mact_precision)m->precision;
     i->pack_cache = (mact_pack_cache_status)m->pack_cache;
     i->kernels = m->ops ? mact_ops_kernels(m->ops) : MACT_KERNELS_REF;
+    i->int8_parts = m->int8_parts;
 }
 
 /* ---- describe (mact inspect) ---- */
@@ -593,6 +600,10 @@ mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
     P("model: %s\n", m->dir);
     P("kernels: %s (%s computed as %s)\n", mact_ops_name(m->ops), mact_precision_str(m->precision),
       mact_precision_str(m->kprec));
+    if (m->int8_parts) {
+        char parts[64];
+        P("int8 components: %s (the rest bf16)\n", mact_int8_parts_str(m->int8_parts, parts, sizeof parts));
+    }
     P("vision: %d stored ViT layers, hidden %d, %d heads x %d, mlp %d, image %dx%d, patch %d (%d patches)\n",
       c->vit_layers, c->vit_hidden, c->vit_heads, c->vit_head_dim, c->vit_inter, c->image_h, c->image_w, c->patch,
       c->grid_h * c->grid_w);

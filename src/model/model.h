@@ -132,6 +132,7 @@ struct mact_model {
     mact_precision precision;        /* resolved: FP32, BF16 or INT8 */
     const mact_ops *ops;             /* the kernels chosen at load; the packs are in their layout */
     mact_precision kprec;            /* what the kernels compute the precision as (mact_kernels_effective_precision) */
+    unsigned int8_parts;             /* MACT_PART_* quantized when kprec is INT8 (0 otherwise) */
     int pack_cache;                  /* MACT_PACK_CACHE_* of the load */
     mact_packed *packs;              /* descriptors the tensors' pk point to */
     void *packs_map;                 /* the packs' bytes: an anonymous mapping or the mapped cache file */
@@ -146,7 +147,7 @@ enum { MACT_PACK_CACHE_NONE = 0, MACT_PACK_CACHE_LOADED = 1, MACT_PACK_CACHE_WRI
 
 /* model.c: f(tensor, lm, ctx) for every 2-D weight the stages multiply by (the tensor table's matrices, not
  * the embeddings); lm = 1 for the LLM's and the action expert's (the weights INT8 mode quantizes). */
-void mact_model_for_each_weight(struct mact_model *m, void (*f)(mact_tensor *t, int lm, void *ctx), void *ctx);
+void mact_model_for_each_weight(struct mact_model *m, void (*f)(mact_tensor *t, int part, void *ctx), void *ctx);
 /* packs.c: pack every weight for m->ops / m->kprec (or map them from cache_dir's pack cache; cache problems
  * never fail the call, *cache_status says what happened, and the model records it: mact_model_info.pack_cache),
  * splitting the work over pool; 0 or an error. */

@@ -44,14 +44,16 @@ typedef struct {
     int bad;
     const mact_ops *ops;
     mact_precision prec;
+    unsigned parts;     /* MACT_PART_* quantized in INT8 */
 } plist;
 
-static void collect(mact_tensor *t, int lm, void *arg)
+static void collect(mact_tensor *t, int part, void *arg)
 {
     plist *L = arg;
     int fmt;
     size_t bytes;
     if (L->bad || !t->data || t->ndim != 2) return;
+    const int lm = (L->parts & (unsigned)part) != 0;  /* INT8 quantizes this weight */
     if (!mact_pack_plan(L->ops, t->dtype, t->shape[0], t->shape[1], L->prec, lm, &fmt, &bytes)) return;
     if (L->n == L->cap) {
         size_t nc = L->cap ? 2 * L->cap : 256;
@@ -314,7 +316,7 @@ int mact_model_pack(struct mact_model *m, mact_pool *pool, const char *cache_dir
                     size_t errlen)
 {
     *cache_status = MACT_PACK_CACHE_NONE;
-    plist L = {.ops = m->ops, .prec = m->kprec};
+    plist L = {.ops = m->ops, .prec = m->kprec, .parts = m->int8_parts};
     mact_model_for_each_weight(m, collect, &L);
     if (L.bad) {
         free(L.r);

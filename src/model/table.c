@@ -136,11 +136,13 @@ static int weight_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, 
 {
     (void)shape;
     if (nd != 2 || (flags & (T_VEC | T_NOPACK)) || !t->data) return 0;
-    w->wf(t, starts(name, "model.transformer.") || starts(name, "model.action_expert."), w->wctx);
+    w->wf(t, starts(name, "model.transformer.") ? MACT_PART_LLM : starts(name, "model.action_expert.") ? MACT_PART_EXPERT
+                                                                                                      : MACT_PART_VISION,
+          w->wctx);
     return 0;
 }
 
-void mact_model_for_each_weight(struct mact_model *m, void (*f)(mact_tensor *t, int lm, void *ctx), void *ctx)
+void mact_model_for_each_weight(struct mact_model *m, void (*f)(mact_tensor *t, int part, void *ctx), void *ctx)
 {
     walk_ctx w = {.m = m, .wf = f, .wctx = ctx};
     mact_table_walk(&w, weight_one);

@@ -21,7 +21,7 @@ typedef struct walk_ctx {
     /* describe accumulators */
     int64_t params, bytes, dt_bytes[3];
     /* mact_model_for_each_weight */
-    void (*wf)(mact_tensor *t, int lm, void *ctx);
+    void (*wf)(mact_tensor *t, int part, void *ctx);  /* part: MACT_PART_* */
     void *wctx;
 } walk_ctx;
 

@@ -87,8 +87,8 @@ static void harness_init(void)
     for (int isa = 0; isa < 4; isa++)
         for (int p = MACT_PRECISION_FP32; p <= MACT_PRECISION_INT8; p++) {
             const mact_ops *o = g_ops[isa] ? g_ops[isa] : g_ops[0];
-            mact_kctx_init(&g_kc[isa][p], o, p, g_pool, 0, 0, 0);
-            mact_kctx_init(&g_kc1[isa][p], o, p, NULL, 0, 0, 0);
+            mact_kctx_init(&g_kc[isa][p], o, p, g_pool, 0, 0, 0, 0);
+            mact_kctx_init(&g_kc1[isa][p], o, p, NULL, 0, 0, 0, 0);
         }
 }
 
@@ -475,6 +475,7 @@ static void check_matmul(const shape *s, int dt, int epi, double *obs_fp32, doub
  * s) + z, 0, 255), y = (sum q W8 - z sum W8) s w + b. The integer sums are exact, so the paths may differ only by
  * fp32 rounding in the rescale and the epilogue. ---- */
 static double g_obs_i8 = 0, g_obs_i8_vs32 = 0;
+static int g_i8_split_seen = 0;  /* the most outlier columns a check_int8 case split */
 
 static void emu_quant_row(const float *x, int64_t K, uint8_t *q, float *s, int32_t *z)
 {
@@ -555,6 +556,16 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         ws[n] = amax / 127.f;
         cs[n] = sum;
     }
+    /* the outlier split (kernels/i8_split.c) the dispatched path makes: the int8 part sees xq (those columns
+     * zeroed), and their fp32 product is added before the epilogue */
+    int32_t oidx[MACT_I8_MAX_OUTLIERS];
+    float *cm = malloc(sizeof(float) * (size_t)K), *tm = malloc(sizeof(float) * (size_t)K);
+    float *xq = malloc(sizeof(float) * (size_t)(M * ldx + 1));
+    const int n_out = mact_i8_find_outliers(x, ldx, M, K, cm, tm, oidx, mact_i8_split_cap(K));
+    memcpy(xq, x, sizeof(float) * (size_t)(M * ldx));
+    for (int64_t m = 0; m < M; m++)
+        for (int o = 0; o < n_out; o++) xq[m * ldx + oidx[o]] = 0.f;
+    if (n_out > g_i8_split_seen) g_i8_split_seen = n_out;
     /* emulated outputs (double rescale), the fp32 plain-C result, and the error scale: the sum of |terms| */
     memcpy(ref, y0, sizeof(float) * (size_t)(M * ldy));
     memcpy(r32, y0, sizeof(float) * (size_t)(M * ldy));
@@ -564,10 +575,11 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
     for (int64_t m = 0; m < M; m++) {
         float sa;
         int32_t z;
-        emu_quant_row(x + m * ldx, K, q, &sa, &z);
+        emu_quant_row(xq + m * ldx, K, q, &sa, &z);
         for (int64_t n = 0; n < N; n++) {
             int64_t acc = 0;
-            double a = 0, bd = 0;
+            double a = 0, bd = 0, side = 0;
+            for (int o = 0; o < n_out; o++) side += (double)x[m * ldx + oidx[o]] * wf[n * K + oidx[o]];
             for (int64_t k = 0; k < K; k++) {
                 acc += (int64_t)q[k] * w8[n * K + k];
                 a += fabs((double)x[m * ldx + k] * wf[n * K + k]);
@@ -575,7 +587,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
                  * step where the top of the range is clamped after the rounded zero point) */
                 bd += fabs(x[m * ldx + k]) * ws[n] / 2 + fabs(wf[n * K + k]) * sa + (double)sa * ws[n] / 2;
             }
-            double v = (double)(acc - (int64_t)z * cs[n]) * sa * ws[n] + (b ? b[n] : 0.0);
+            double v = (double)(acc - (int64_t)z * cs[n]) * sa * ws[n] + (b ? b[n] : 0.0) + side;
             if (epi == MACT_EPI_GELU_TANH) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
             if (epi == MACT_EPI_RESIDUAL) v += y0[m * ldy + n];
             ref[m * ldy + n] = (float)v;
@@ -612,7 +624,15 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         mm_raw(y, ldy, x, ldx, w, dt, b, M, N, K, epi);
         memcpy(yr, y0, sizeof(float) * (size_t)(M * ldy));
 #if MACT_X86
-        mact_gemm_i8_scalar(yr, ldy, x, ldx, pk, b, M, epi);
+        /* the plain-C kernel on the int8 part, the split's fp32 part added here as the dispatcher does */
+        const int split_gelu = n_out && epi == MACT_EPI_GELU_TANH;
+        mact_gemm_i8_scalar(yr, ldy, xq, ldx, pk, b, M, split_gelu ? MACT_EPI_NONE : epi);
+        for (int64_t m = 0; n_out && m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                float side = 0.f;
+                for (int o = 0; o < n_out; o++) side += x[m * ldx + oidx[o]] * wf[n * K + oidx[o]];
+                yr[m * ldy + n] = split_gelu ? mact_ref_gelu1(yr[m * ldy + n] + side) : yr[m * ldy + n] + side;
+            }
 #else  /* ARM: the emulation above is the plain-C twin of the SDOT kernel */
         memcpy(yr, y, sizeof(float) * (size_t)(M * ldy));
 #endif
@@ -657,8 +677,79 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
     set_prec(MACT_PRECISION_FP32);
     TH_CHECK(name, ok, "%s", why);
     free(x); free(w); free(bias); free(wf); free(y0); free(ref); free(r32); free(y); free(yr); free(scale); free(qb); free(w8);
-    free(ws); free(cs); free(q);
+    free(ws); free(cs); free(q); free(cm); free(tm); free(xq);
 #endif
+}
+
+/* The outlier split's detector (kernels/i8_split.c) on Gaussian activations: no column stands out; with three
+ * planted columns x S it finds exactly them; a NaN anywhere keeps the plain path; more planted columns than the
+ * cap keep the largest. Then the point of the split: on those activations, the dispatched int8 GEMM (split) is
+ * closer to fp32 than the int8 kernel alone on the same x. */
+static void check_int8_split(void)
+{
+    const int64_t M = 64, K = 512, N = 96;
+    float *x = malloc(sizeof(float) * (size_t)(M * K)), *cm = malloc(sizeof(float) * (size_t)K),
+          *tm = malloc(sizeof(float) * (size_t)K);
+    int32_t idx[MACT_I8_MAX_OUTLIERS];
+    for (int64_t i = 0; i < M * K; i++) x[i] = rnorm();
+    const int cap = mact_i8_split_cap(K);
+    int n0 = mact_i8_find_outliers(x, K, M, K, cm, tm, idx, cap);
+    const int64_t planted[3] = {7, 200, 451};
+    const float S = 20.f;
+    for (int64_t m = 0; m < M; m++)
+        for (int j = 0; j < 3; j++) x[m * K + planted[j]] *= S;
+    int n3 = mact_i8_find_outliers(x, K, M, K, cm, tm, idx, cap);
+    int found = n3 == 3 && idx[0] == planted[0] && idx[1] == planted[1] && idx[2] == planted[2];
+    const float keep = x[5 * K + 9];
+    x[5 * K + 9] = NAN;
+    int nnan = mact_i8_find_outliers(x, K, M, K, cm, tm, idx, cap);
+    x[5 * K + 9] = keep;
+    TH_CHECK("int8_split_detector", n0 == 0 && found && nnan == 0 && cap == 16,
+             "Gaussian: %d columns (want 0); planted 7/200/451 x %g: %d found [%d %d %d]; with a NaN: %d (want 0); cap %d",
+             n0, (double)S, n3, n3 > 0 ? idx[0] : -1, n3 > 1 ? idx[1] : -1, n3 > 2 ? idx[2] : -1, nnan, cap);
+    /* over the cap: 20 planted columns of growing scale, the cap (16) largest kept */
+    float *x2 = malloc(sizeof(float) * (size_t)(M * K));
+    for (int64_t i = 0; i < M * K; i++) x2[i] = rnorm();
+    for (int64_t m = 0; m < M; m++)
+        for (int j = 0; j < 20; j++) x2[m * K + 10 + 20 * j] = (10.f + (float)j) * (m % 2 ? 1.f : -1.f) * 4.f;
+    int nc = mact_i8_find_outliers(x2, K, M, K, cm, tm, idx, cap);
+    int top_ok = nc == cap;
+    for (int i = 0; i < nc; i++) top_ok &= idx[i] >= 10 + 20 * 4 && (idx[i] - 10) % 20 == 0;
+    TH_CHECK("int8_split_cap_keeps_largest", top_ok, "%d columns kept (cap %d), the smallest kept %d", nc, cap,
+             nc > 0 ? idx[0] : -1);
+    free(x2);
+#if MACT_X86 || MACT_ARM
+    if (has_isa(max_isa) && g_ops[max_isa]->gemm_i8 && g_kc[max_isa][MACT_PRECISION_INT8].prec == MACT_PRECISION_INT8) {
+        uint16_t *w = malloc(2 * (size_t)(N * K));
+        for (int64_t i = 0; i < N * K; i++) w[i] = f2bf(rnorm() / sqrtf((float)K));
+        float *y32 = malloc(sizeof(float) * (size_t)(M * N)), *ys = malloc(sizeof(float) * (size_t)(M * N)),
+              *yk = malloc(sizeof(float) * (size_t)(M * N));
+        set_isa(MACT_ISA_SCALAR);
+        set_prec(MACT_PRECISION_FP32);
+        mm_raw(y32, N, x, K, w, MACT_BF16, NULL, M, N, K, MACT_EPI_NONE);
+        set_isa(max_isa);
+        const mact_packed *pk = pack_weight(w, MACT_BF16, N, K, MACT_PRECISION_INT8, 1);
+        set_prec(MACT_PRECISION_INT8);
+        mm_raw(ys, N, x, K, w, MACT_BF16, NULL, M, N, K, MACT_EPI_NONE);
+        g_ops[max_isa]->gemm_i8(&g_kc[max_isa][MACT_PRECISION_INT8], yk, N, x, K, pk, NULL, M, MACT_EPI_NONE);
+        set_prec(MACT_PRECISION_FP32);
+        double es = 0, ek = 0, r = 0;
+        for (int64_t i = 0; i < M * N; i++) {
+            es += (double)(ys[i] - y32[i]) * (ys[i] - y32[i]);
+            ek += (double)(yk[i] - y32[i]) * (yk[i] - y32[i]);
+            r += (double)y32[i] * y32[i];
+        }
+        es = sqrt(es / r);
+        ek = sqrt(ek / r);
+        printf("INFO int8_split_accuracy: relative rms error vs fp32 %.3g with the split, %.3g the int8 kernel alone "
+               "(gate: 4x smaller)\n", es, ek);
+        TH_CHECK("int8_split_accuracy", es * 4 < ek, "3 outlier columns x %g: relative rms error vs fp32 %.3g split, "
+                 "%.3g int8 kernel alone (want the split at least 4x smaller)", (double)S, es, ek);
+        release_weight(w);
+        free(w); free(y32); free(ys); free(yk);
+    } else printf("INFO int8_split_accuracy: no int8 GEMM on this CPU\n");
+#endif
+    free(x); free(cm); free(tm);
 }
 
 /* ---- attention ---- */
@@ -1029,7 +1120,7 @@ static void check_for_panels(void)
     for (int t = 1; t <= 5 && ok; t++) {
         mact_pool *pool = NULL;
         mact_kctx kc;
-        if (mact_threadpool_new(t, &pool, NULL, 0) || mact_kctx_init(&kc, g_ops[0], MACT_PRECISION_FP32, pool, 0, 0, 0)) {
+        if (mact_threadpool_new(t, &pool, NULL, 0) || mact_kctx_init(&kc, g_ops[0], MACT_PRECISION_FP32, pool, 0, 0, 0, 0)) {
             ok = 0, where_t = t;
             break;
         }
@@ -1179,8 +1270,10 @@ int main(void)
         int epi = (int)(i % 3 == 1 ? MACT_EPI_GELU_TANH : i % 3 == 2 ? MACT_EPI_RESIDUAL : MACT_EPI_NONE);
         check_int8(&shapes[i], dt, epi, (int)(i & 1));
     }
-    printf("INFO int8 observed max err vs emulation %.3g (tol 2e-6); vs fp32 %.3g of the quantization bound (tol 1)%s\n",
-           g_obs_i8, g_obs_i8_vs32, g_obs_i8 > 0 ? "" : " [no int8 kernels ran here]");
+    printf("INFO int8 observed max err vs emulation %.3g (tol 2e-6); vs fp32 %.3g of the quantization bound (tol 1)%s; "
+           "up to %d outlier columns split\n", g_obs_i8, g_obs_i8_vs32, g_obs_i8 > 0 ? "" : " [no int8 kernels ran here]",
+           g_i8_split_seen);
+    check_int8_split();
     check_pool();
     check_for_panels();
     check_own_copy();
