@@ -21,7 +21,6 @@ OK, ERR_IO, ERR_FORMAT, ERR_MODEL, ERR_INPUT, ERR_NOMEM, ERR_UNSUPPORTED = 0, -1
 
 POOL_MASKS = {0: "from_config", 1: "sdpa", 2: "eager", 3: "none"}
 ENCODER_MASKS = {0: "from_config", 1: "all", 2: "drop_eos"}
-KERNELS = {0: "auto", 1: "ref", 2: "avx2", 3: "avx512", 4: "avx512bf16", 5: "neon", 6: "neon-dotprod", 7: "neon-i8mm"}
 PACK_CACHE = {0: "none", 1: "loaded", 2: "written", 3: "unusable"}
 
 
@@ -94,6 +93,7 @@ PROTOTYPES = {
     "mact_version": (c_char_p, []),
     "mact_precision_parse": (c_int, [c_char_p, POINTER(c_int)]),
     "mact_precision_str": (c_char_p, [c_int]),
+    "mact_kernels_str": (c_char_p, [c_int]),
     "mact_threadpool_new": (c_int, [c_int, _PP, c_char_p, c_size_t]),
     "mact_threadpool_free": (None, [_P]),
     "mact_threadpool_size": (c_int, [_P]),
@@ -145,6 +145,17 @@ class Library:
 
     def __repr__(self):
         return f"<mact.{type(self).__name__} {self.path} {self.version}>"
+
+    @property
+    def kernel_names(self):
+        """{MACT_KERNELS_* value: name} ("auto", "ref", "avx2", ...), from the library's own table (mact_kernels_str)."""
+        if "_kernel_names" not in self.__dict__:
+            names, k = {}, 0
+            while (n := self.mact_kernels_str(k)) is not None:
+                names[k] = n.decode()
+                k += 1
+            self._kernel_names = names
+        return self._kernel_names
 
 
 class Spec:

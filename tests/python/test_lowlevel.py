@@ -134,6 +134,20 @@ class Lowlevel(unittest.TestCase):
                            capture_output=True, text=True, cwd=DIR)
         self.assertEqual(r.stdout.strip(), "[]", r.stderr)
 
+    def test_kernel_names(self):
+        # the kernels' names come from the library (mact_kernels_str), by value: what the header's enum says beside them
+        hdr = open(os.path.join(REPO, "include", "mact.h")).read()
+        enum = hdr[hdr.index("MACT_KERNELS_AUTO = 0"):hdr.index("} mact_kernels;")]
+        want = re.findall(r'/\* "([^"]+)"', enum)
+        lib = self.policy.library
+        self.assertEqual(lib.kernel_names, dict(enumerate(want)))
+        self.assertIsNone(lib.mact_kernels_str(len(want)))
+        self.assertIsNone(lib.mact_kernels_str(-1))
+        self.assertIn(self.policy.info.kernels, want[1:])
+        with self.assertRaises(mact.InputError) as cm:
+            mact.Policy.from_pretrained(MODEL, kernels="sse9")
+        self.assertIn(", ".join(want), str(cm.exception))
+
     def test_version(self):
         hdr = open(os.path.join(REPO, "include", "mact.h")).read()
         v = re.search(r'#define MACT_VERSION_STRING "([^"]+)"', hdr).group(1)
