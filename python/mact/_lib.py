@@ -13,8 +13,8 @@ from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_in
 
 from ._version import __version__
 
-# The header version this binding mirrors (python/mact/_version.py, which tests/python/test_lowlevel.py checks
-# against include/mact.h and pyproject.toml reads); the library must have the same major.minor.
+# The header version this binding mirrors (python/mact/_version.py, which make writes from include/mact.h and
+# pyproject.toml reads); the library must have the same major.minor.
 HEADER_VERSION = tuple(int(x) for x in __version__.split("."))
 
 OK, ERR_IO, ERR_FORMAT, ERR_MODEL, ERR_INPUT, ERR_NOMEM, ERR_UNSUPPORTED = 0, -1, -2, -3, -4, -5, -6
