@@ -225,18 +225,6 @@ static int run_usage(void)
     return 2;
 }
 
-static int parse_schedule(const char *s, void *dst, char *err, size_t el)
-{
-    if (mact_rtc_schedule_parse(s, dst)) { snprintf(err, el, "--rtc-schedule is zeros, ones, linear or exp"); return -1; }
-    return 0;
-}
-
-static int parse_guidance(const char *s, void *dst, char *err, size_t el)
-{
-    if (mact_rtc_guidance_parse(s, dst)) { snprintf(err, el, "--rtc-guidance is identity or vjp"); return -1; }
-    return 0;
-}
-
 static int parse_weight(const char *s, void *dst, char *err, size_t el)
 {
     double w;
@@ -257,8 +245,8 @@ int cmd_run(int argc, char **argv)
         CLI_O("--pack-cache", CLI_STR, &a.pack_cache), CLI_O("--prev-actions", CLI_STR, &a.prev_actions),
         CLI_O("--inference-delay", CLI_INT, &a.rtc.inference_delay, .lo = 0, .hi = 4096),
         CLI_O("--execution-horizon", CLI_INT, &a.rtc.execution_horizon, .lo = 1, .hi = 4096),
-        CLI_O("--rtc-schedule", CLI_FN, &a.rtc.schedule, .fn = parse_schedule),
-        CLI_O("--rtc-guidance", CLI_FN, &a.rtc.guidance, .fn = parse_guidance),
+        CLI_O("--rtc-schedule", CLI_FN, &a.rtc.schedule, .fn = cli_rtc_schedule, .choices = "zeros, ones, linear or exp"),
+        CLI_O("--rtc-guidance", CLI_FN, &a.rtc.guidance, .fn = cli_rtc_guidance, .choices = "identity or vjp"),
         CLI_O("--max-guidance-weight", CLI_FN, &a.rtc.max_guidance_weight, .fn = parse_weight),
         CLI_O("--precision", CLI_FN, &a.precision, .fn = cli_precision), {0}};
     int rc = cli_parse("mact run", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN | CLI_SAY_MISSING, NULL);

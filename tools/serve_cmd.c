@@ -73,18 +73,6 @@ static int parse_key_protocols(const char *v, void *dst, char *err, size_t el)
     return 0;
 }
 
-static int parse_schedule(const char *s, void *dst, char *err, size_t el)
-{
-    if (mact_rtc_schedule_parse(s, dst)) { snprintf(err, el, "--replan-schedule is zeros, ones, linear or exp"); return -1; }
-    return 0;
-}
-
-static int parse_guidance(const char *s, void *dst, char *err, size_t el)
-{
-    if (mact_rtc_guidance_parse(s, dst)) { snprintf(err, el, "--replan-guidance is identity or vjp"); return -1; }
-    return 0;
-}
-
 /* --precision P: any name mact_precision_parse knows ("default" too); else the usage */
 static int parse_precision(const char *s, void *dst, char *err, size_t el)
 {
@@ -137,8 +125,8 @@ int cmd_serve(int argc, char **argv)
         CLI_O("--drain-timeout", CLI_INT, &c.drain_timeout_s, .lo = 0, .hi = 86400), CLI_O("--norm-tag", CLI_STR, &c.norm_tag),
         CLI_O("--replan-steps", CLI_INT, &c.replan_steps, .lo = 0, .hi = 4096),
         CLI_O("--replan-horizon", CLI_INT, &c.replan_rtc.execution_horizon, .lo = 0, .hi = 4096),
-        CLI_O("--replan-schedule", CLI_FN, &c.replan_rtc.schedule, .fn = parse_schedule),
-        CLI_O("--replan-guidance", CLI_FN, &c.replan_rtc.guidance, .fn = parse_guidance),
+        CLI_O("--replan-schedule", CLI_FN, &c.replan_rtc.schedule, .fn = cli_rtc_schedule, .choices = "zeros, ones, linear or exp"),
+        CLI_O("--replan-guidance", CLI_FN, &c.replan_rtc.guidance, .fn = cli_rtc_guidance, .choices = "identity or vjp"),
         CLI_O("--replan-max-guidance-weight", CLI_F64, &beta, .lo = 0, .hi = 1e30, .seen = &have_beta),
         CLI_O("--pack-cache", CLI_STR, &c.pack_cache), CLI_O("--precision", CLI_FN, &c.precision, .fn = parse_precision),
         CLI_O("--yam-images", CLI_FN, &c.yam_keys, .fn = parse_cams), CLI_O("--quiet", CLI_FLAG, &quiet),

@@ -47,6 +47,7 @@ static int set(const char *prog, const cli_opt *o, const char *v, int (*usage)(v
         err[0] = 0;
         rc = o->fn(v, o->dst, err, sizeof err);
         if (rc == -2) return refuse(usage);
+        if (rc && !err[0]) snprintf(err, sizeof err, "%s is %s", o->name, o->choices ? o->choices : "not a value it takes");
         break;
     }
     if (rc) { fprintf(stderr, "%s: %s\n", prog, err); return 2; }
@@ -127,6 +128,9 @@ int cli_parse_ints(const char *s, int lo, int hi, int *out, int cap, int *n)
     }
     return *n ? 0 : -1;
 }
+
+int cli_rtc_schedule(const char *s, void *dst, char *err, size_t el) { return mact_rtc_schedule_parse(s, dst) ? -1 : 0; }
+int cli_rtc_guidance(const char *s, void *dst, char *err, size_t el) { return mact_rtc_guidance_parse(s, dst) ? -1 : 0; }
 
 int cli_precision(const char *s, void *dst, char *err, size_t el)
 {

@@ -17,7 +17,8 @@ typedef enum {
     CLI_U64,     /* uint64_t *dst */
     CLI_FLAG,    /* int *dst = 1, no value */
     CLI_ATOI,    /* int *dst = atoi(value): the lax flags kept as they were */
-    CLI_FN,      /* fn(value, dst, err, errlen): 0, or -1 with err set (printed), or -2: the usage */
+    CLI_FN,      /* fn(value, dst, err, errlen): 0, or -1 with err set (printed; left empty: "NAME is CHOICES"), or
+                  * -2: the usage */
     CLI_THREADS, /* int *dst in [0, MACT_MAX_THREADS], then at most the online CPUs (base/parse.h) */
     CLI_BUF,     /* char dst[cap] = a copy of the value; cap bytes or more: "NAME: longer than CAP-1 bytes" */
     CLI_HELP,    /* int *dst = 1, no value, and the rest of argv is not read (-h / --help) */
@@ -31,6 +32,7 @@ typedef struct {
     int *count, cap;             /* CLI_LIST (count, cap), CLI_BUF (cap) */
     int (*fn)(const char *value, void *dst, char *err, size_t errlen);
     int *seen;                   /* set to 1 when given (may be NULL) */
+    const char *choices;         /* CLI_FN: what the refusal of a value lists ("identity or vjp") */
 } cli_opt;
 
 /* One table row: CLI_O("--horizon", CLI_INT, &h, .lo = 1, .hi = 256); the table ends with {0}. */
@@ -55,6 +57,10 @@ int cli_parse(const char *prog, int argc, char **argv, const cli_opt *opts, cons
 int cli_parse_floats(const char *s, float *out, int cap, int *n, char *bad, size_t badcap);
 /* "1,2,3" (or with spaces / brackets): integers in [lo, hi], at most cap. 0, -1: not such a list, -2: over cap. */
 int cli_parse_ints(const char *s, int lo, int hi, int *out, int cap, int *n);
+
+/* CLI_FN for a mact_rtc_schedule / mact_rtc_guidance by name (the refusal lists the row's .choices) */
+int cli_rtc_schedule(const char *s, void *dst, char *err, size_t errlen);
+int cli_rtc_guidance(const char *s, void *dst, char *err, size_t errlen);
 
 /* CLI_FN for --precision: fp32, bf16 or int8 (not "default") into a mact_precision; else
  * "--precision is fp32, bf16 or int8" */
