@@ -89,8 +89,17 @@ TESTS    := $(filter-out $(BUILD)/tests/test_pickle,$(patsubst tests/c/%.c,$(BUI
             $(BUILD)/tests/npz_roundtrip_tool $(BUILD)/tests/video_tool $(PICKLE_TESTS) $(if $(SERVER),$(BUILD)/tests/lr_grpc_echo)
 
 TOOLKITS := data compress
+
+# The Python package's version, written from include/mact.h's MACT_VERSION_STRING (the one place the version is
+# stated; not in git): the binding compares it with the library's mact_version(), pyproject.toml reads it.
+PY_VERSION := python/mact/_version.py
+
 all: $(BUILD)/mact $(BUILD)/libmact.so $(TOOLKITS:%=$(BUILD)/libmact_%.so) $(BUILD)/mact.pc $(TOOLKITS:%=$(BUILD)/mact_%.pc) \
-     $(TESTS)
+     $(TESTS) $(PY_VERSION)
+
+$(PY_VERSION): include/mact.h
+	@printf '"""Written by make from include/mact.h (MACT_VERSION_STRING): the headers this binding mirrors."""\n__version__ = "%s"\n' \
+	    '$(VERSION)' >$@.$$$$.tmp && mv -f $@.$$$$.tmp $@
 
 # one protoc-c run writes both files: the .c hangs off the .h so a parallel make runs it once
 $(BUILD)/gen/onnx_subset.pb-c.h: src/export/onnx_subset.proto
@@ -300,6 +309,6 @@ fuzz: fuzz-build
 	done
 
 clean:
-	rm -rf build build-asan build-tsan build-aarch64
+	rm -rf build build-asan build-tsan build-aarch64 $(PY_VERSION)
 
 .PHONY: all test check asan tsan install clean FORCE fuzz fuzz-build

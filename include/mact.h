@@ -151,6 +151,10 @@ typedef enum {
     MACT_KERNELS_ARM_I8MM,          /* "neon-i8mm": + i8mm + bf16 (Armv8.6) */
 } mact_kernels;
 
+/* The name beside a MACT_KERNELS_* value (static string; what $MACT_KERNELS takes); NULL past the last value, so
+ * a binding lists them from 0 up. */
+MACT_API const char *mact_kernels_str(mact_kernels kernels);
+
 /* What the load did with the pack cache (mact_load_options.pack_cache_dir). */
 typedef enum {
     MACT_CACHE_NONE = 0,       /* no cache directory, or nothing was packed (no_pack; kernels without packs) */

@@ -7,26 +7,6 @@ NAME=serve
 . "$(dirname "$0")/serve/lib.sh"
 "$PY" -c "import websockets, msgpack, requests, numpy, PIL" 2>/dev/null || { failt serve_python_deps "python3-websockets/-msgpack/-requests/-numpy/-pil missing (scripts/setup.sh)"; exit 1; }
 [ -d "$T/tiny" ] || "$MACT" synth tiny "$T/tiny" >/dev/null || { failt serve_synth "mact synth tiny failed"; exit 1; }
-start() {  # log args...  (ports A B C are picked here; a port taken meanwhile: try again with new ones)
-    local log=$1; shift
-    for _ in 1 2 3 4 5; do
-        read -r A B C < <(ports)
-        local args=() x
-        for x in "$@"; do case "$x" in @A) args+=("$A") ;; @B) args+=("$B") ;; @C) args+=("$C") ;; *) args+=("$x") ;; esac; done
-        "$MACT" serve --model "$T/tiny" "${args[@]}" >"$log" 2>&1 &
-        SPID=$!
-        for _ in $(seq 1 20); do kill -0 "$SPID" 2>/dev/null || break; grep -q "ready in\|cannot listen" "$log" && break; sleep 0.1; done
-        kill -0 "$SPID" 2>/dev/null && ! grep -q "cannot listen" "$log" && return 0
-        wait "$SPID" 2>/dev/null
-    done
-}
-stop() {  # expects exit 0 after SIGTERM
-    kill -TERM "$SPID" 2>/dev/null
-    local rc=0
-    wait "$SPID" || rc=$?
-    return $rc
-}
-
 start "$T/serve1.log" --openpi @A --act @B --vla-eval @C --max-message-mb 4 --idle-timeout 3
 if ! wait_ready "$SPID" "$A"; then failt serve_ready "server did not become ready: $(tail -3 "$T/serve1.log")"; exit 1; fi
 pass serve_ready

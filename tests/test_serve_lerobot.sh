@@ -12,21 +12,7 @@ NAME=serve_lerobot
 mkdir -p "$T/pb"
 "$PY" -m grpc_tools.protoc -I src/server --python_out="$T/pb" --grpc_python_out="$T/pb" src/server/lerobot_services.proto \
     || { failt lerobot_stubs "grpc_tools.protoc failed"; exit 1; }
-start() {  # log args... (@A: the gRPC port, @B: an /act port for the probes)
-    local log=$1; shift
-    for _ in 1 2 3 4 5; do
-        read -r A B < <(ports 2)
-        local args=() x
-        for x in "$@"; do case "$x" in @A) args+=("$A") ;; @B) args+=("$B") ;; *) args+=("$x") ;; esac; done
-        "$MACT" serve --model "$T/tiny" "${args[@]}" >"$log" 2>&1 &
-        SPID=$!
-        for _ in $(seq 1 50); do kill -0 "$SPID" 2>/dev/null || break; grep -q "ready in\|cannot listen" "$log" && break; sleep 0.1; done
-        kill -0 "$SPID" 2>/dev/null && ! grep -q "cannot listen" "$log" && return 0
-        wait "$SPID" 2>/dev/null
-    done
-}
-stop() { kill -TERM "$SPID" 2>/dev/null; local rc=0; wait "$SPID" || rc=$?; return $rc; }
-
+# @A: the gRPC port, @B: an /act port for the probes
 start "$T/serve.log" --lerobot @A --act @B --max-message-mb 4 --threads 2
 if ! wait_ready "$SPID" "$B"; then failt lerobot_ready "server did not become ready: $(tail -3 "$T/serve.log")"; exit 1; fi
 pass lerobot_ready

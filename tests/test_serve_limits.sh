@@ -8,13 +8,11 @@ NAME=serve_limits
 . "$(dirname "$0")/serve/lib.sh"
 "$PY" -c "import websockets, msgpack, requests" 2>/dev/null || { echo "FAIL limits_python_deps: python3-websockets/-msgpack/-requests missing"; exit 1; }
 "$MACT" synth tiny "$T/tiny" >/dev/null || { echo "FAIL limits_synth: mact synth tiny failed"; exit 1; }
-read -r A B C < <(ports 3)
-"$MACT" serve --model "$T/tiny" --openpi "$A" --act "$B" --vla-eval "$C" --max-connections 200 \
-    --max-connections-per-ip 50 --header-timeout 3 --quiet >"$T/serve.log" 2>&1 &
-SPID=$!
-for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$B/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+start "$T/serve.log" --openpi @A --act @B --vla-eval @C --max-connections 200 --max-connections-per-ip 50 \
+    --header-timeout 3 --quiet
+wait_ready "$SPID" "$B"
 "$PY" tests/serve/test_limits.py "$SPID" "$A" "$B" "$C" || fail=1
-kill -TERM "$SPID"; wait "$SPID" && echo "PASS limits_sigterm_exit_0" || { echo "FAIL limits_sigterm_exit_0: $?"; fail=1; }
+if stop; then pass limits_sigterm_exit_0; else failt limits_sigterm_exit_0 "exit status $?"; fi
 grep -E "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$T/serve.log" && { echo "FAIL limits_sanitizer: $T/serve.log"; fail=1; }
 [ $fail -eq 0 ] && rm -rf "$T"
 exit $fail

@@ -10,15 +10,13 @@ NAME=serve_soak
 SECS=${MACT_SOAK_SECONDS:-60}
 "$PY" -c "import websockets, msgpack, requests, numpy, PIL" 2>/dev/null || { echo "FAIL soak_python_deps: python3-websockets/-msgpack/-requests/-numpy/-pil missing"; exit 1; }
 "$MACT" synth tiny "$T/tiny" >/dev/null || { echo "FAIL soak_synth: mact synth tiny failed"; exit 1; }
-read -r A B C < <(ports 3)
-"$MACT" serve --model "$T/tiny" --openpi "$A" --act "$B" --vla-eval "$C" --queue 2 --threads 1 >"$T/serve.log" 2>&1 &
-SPID=$!
-for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$B/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+start "$T/serve.log" --openpi @A --act @B --vla-eval @C --queue 2 --threads 1
+wait_ready "$SPID" "$B"
 # under AddressSanitizer freed memory sits in its quarantine, so RSS grows by design: there the flat-RSS check gives
 # way to LeakSanitizer's check at exit (MACT_SOAK_SANITIZED=1 makes soak.py print RSS as INFO)
 ldd "$MACT" 2>/dev/null | grep -q libasan && export MACT_SOAK_SANITIZED=1
 MACT_BIN="$MACT" "$PY" tests/serve/soak.py "$SPID" "$T/tiny" "$T" "$A" "$B" "$C" "$SECS" "$T/serve.log" || fail=1
-kill -TERM "$SPID"; wait "$SPID" && echo "PASS soak_sigterm_exit_0" || { echo "FAIL soak_sigterm_exit_0: $?"; fail=1; }
+if stop; then pass soak_sigterm_exit_0; else failt soak_sigterm_exit_0 "exit status $?"; fi
 if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$T/serve.log"; then
     echo "FAIL soak_sanitizer: $(grep -m1 -E "ERROR: |runtime error:" "$T/serve.log")"; fail=1
 else echo "PASS soak_no_sanitizer_report"; fi

@@ -62,18 +62,6 @@ bad:
     return -1;
 }
 
-static int parse_schedule(const char *s, void *dst, char *err, size_t el)
-{
-    if (mact_rtc_schedule_parse(s, dst)) { snprintf(err, el, "--rtc-schedule is linear, zeros, ones or exp"); return -1; }
-    return 0;
-}
-
-static int parse_guidance(const char *s, void *dst, char *err, size_t el)
-{
-    if (mact_rtc_guidance_parse(s, dst)) { snprintf(err, el, "--rtc-guidance is identity or vjp"); return -1; }
-    return 0;
-}
-
 /* OUT/mae_per_step.png (raw units, the policy against hold-still) and, with --replan, OUT/replan_trajectory.png
  * (the first episode's executed rows, one panel per action dim, at most 8, without and with RTC; joins marked) */
 static int plots(const char *out, const mact_eval_result *r)
@@ -176,8 +164,8 @@ int cmd_eval(int argc, char **argv)
         CLI_O("--delay", CLI_INT, &o.delay, .lo = 0, .hi = MACT_EVAL_MAX_HORIZON),
         CLI_O("--execution-horizon", CLI_INT, &o.rtc.execution_horizon, .lo = 1, .hi = MACT_EVAL_MAX_HORIZON),
         CLI_O("--max-guidance-weight", CLI_F64, &beta, .lo = 0, .hi = 1e30),
-        CLI_O("--rtc-schedule", CLI_FN, &o.rtc.schedule, .fn = parse_schedule),
-        CLI_O("--rtc-guidance", CLI_FN, &o.rtc.guidance, .fn = parse_guidance),
+        CLI_O("--rtc-schedule", CLI_FN, &o.rtc.schedule, .fn = cli_rtc_schedule, .choices = "linear, zeros, ones or exp"),
+        CLI_O("--rtc-guidance", CLI_FN, &o.rtc.guidance, .fn = cli_rtc_guidance, .choices = "identity or vjp"),
         CLI_O("--no-rtc-compare", CLI_FLAG, &o.no_rtc_compare),
         CLI_O("--tolerance", CLI_F64, &o.tolerance_s, .lo = 1e-9, .hi = 10), CLI_O("--seed", CLI_U64, &o.seed),
         CLI_O("--steps", CLI_INT, &o.steps, .lo = 1, .hi = 1000),

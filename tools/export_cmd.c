@@ -1,6 +1,4 @@
 /* `mact export golden | onnx`: the seed's deployment inputs from a checkpoint (src/export/, docs/export.md). */
-#include <float.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +6,6 @@
 #include "common/cli.h"
 #include "mact.h"
 #include "export/export.h"
-#include "io/image.h"
-#include "io/npy.h"
 #include "base/parse.h"
 
 #define MAX_CAMS 8
@@ -43,29 +39,14 @@ static int cmd_export_golden(int argc, char **argv)
     mact_export_golden_options o = {0};
     const char *images[MAX_CAMS], *state = NULL, *noise_path = NULL, *out = NULL;
     int n_images = 0, has_seed = 0;
-    char perr[256], err[1024];
-    for (int i = 0; i < argc; i++) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) { fprintf(stderr, "mact export golden: %s needs a value\n", k); return 2; }
-        i++;
-        if (!strcmp(k, "--model")) o.model_dir = v;
-        else if (!strcmp(k, "--image")) {
-            if (n_images == MAX_CAMS) { fprintf(stderr, "mact export golden: more than %d --image\n", MAX_CAMS); return 2; }
-            images[n_images++] = v;
-        } else if (!strcmp(k, "--task")) o.task = v;
-        else if (!strcmp(k, "--state")) state = v;
-        else if (!strcmp(k, "--norm-tag")) o.norm_tag = v;
-        else if (!strcmp(k, "--noise")) noise_path = v;
-        else if (!strcmp(k, "--out")) out = v;
-        else if (!strcmp(k, "--seed")) { if (mact_parse_u64_arg("mact export golden: --seed", v, &o.seed, perr, sizeof perr)) goto bad; has_seed = 1; }
-        else if (!strcmp(k, "--splits")) { if (mact_parse_int_arg("mact export golden: --splits", v, 1, MACT_EXPORT_MAX_SPLITS, &o.splits, perr, sizeof perr)) goto bad; }
-        else if (!strcmp(k, "--threads")) { if (mact_parse_int_arg("mact export golden: --threads", v, 0, MACT_MAX_THREADS, &o.threads, perr, sizeof perr)) goto bad; }
-        else { fprintf(stderr, "mact export golden: unknown option %s\n", k); return 2; }
-        continue;
-    bad:
-        fprintf(stderr, "%s\n", perr);
-        return 2;
-    }
+    const cli_opt opts[] = {
+        CLI_O("--model", CLI_STR, &o.model_dir), CLI_O("--image", CLI_LIST, images, .count = &n_images, .cap = MAX_CAMS),
+        CLI_O("--task", CLI_STR, &o.task), CLI_O("--state", CLI_STR, &state), CLI_O("--norm-tag", CLI_STR, &o.norm_tag),
+        CLI_O("--noise", CLI_STR, &noise_path), CLI_O("--out", CLI_STR, &out), CLI_O("--seed", CLI_U64, &o.seed, .seen = &has_seed),
+        CLI_O("--splits", CLI_INT, &o.splits, .lo = 1, .hi = MACT_EXPORT_MAX_SPLITS),
+        CLI_O("--threads", CLI_INT, &o.threads, .lo = 0, .hi = MACT_MAX_THREADS), {0}};
+    int rc = cli_parse("mact export golden", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN | CLI_SAY_MISSING, NULL);
+    if (rc) return rc;
     if (!o.model_dir || !n_images || !o.task || !state || !out) return usage_export(stderr);
     if (has_seed && noise_path) { fprintf(stderr, "mact export golden: --seed and --noise exclude each other\n"); return 2; }
     float st[64];
@@ -73,68 +54,57 @@ static int cmd_export_golden(int argc, char **argv)
     if (parse_state(state, st, 64, &ns)) { fprintf(stderr, "mact export golden: --state: at most 64 finite numbers\n"); return 1; }
     o.state = st;
     o.state_dim = (size_t)ns;
-    mact_image imgs[MAX_CAMS] = {0};
+    mact_image imgs[MAX_CAMS];
     mact_frame fr[MAX_CAMS];
     float *noise = NULL;
-    int rc = 1;
-    for (int i = 0; i < n_images; i++) {
-        if (mact_image_load_path(images[i], &imgs[i], err, sizeof err)) { fprintf(stderr, "mact export golden: --image %s: %s\n", images[i], err); goto done; }
-        fr[i] = (mact_frame){.rgb = imgs[i].data, .height = (int)imgs[i].height, .width = (int)imgs[i].width};
-    }
+    char err[1024];
+    rc = 1;
+    if (cli_frames_load("mact export golden", images, n_images, imgs, fr)) goto done;
     o.frames = fr;
     o.n_frames = (size_t)n_images;
-    if (noise_path) {
-        mact_array na = {0};
-        size_t cnt;
-        if (mact_npy_read(noise_path, &na, err, sizeof err) || mact_array_to_f32(&na, &noise, &cnt, err, sizeof err)) {
-            fprintf(stderr, "mact export golden: --noise: %s\n", err);
-            mact_array_free(&na);
-            goto done;
-        }
-        mact_array_free(&na);
-        o.noise = noise;
-        o.noise_len = cnt;
+    if (noise_path && cli_npy_f32(noise_path, &noise, &o.noise_len, NULL, NULL, err, sizeof err)) {
+        fprintf(stderr, "mact export golden: --noise: %s\n", err);
+        goto done;
     }
-    if (!has_seed && !noise_path) o.seed = 0;
+    o.noise = noise;
     if (mact_export_golden(&o, out, stdout, err, sizeof err)) { fprintf(stderr, "mact export golden: %s\n", err); goto done; }
     rc = 0;
 done:
-    for (int i = 0; i < n_images; i++) mact_image_free(&imgs[i]);
+    cli_frames_free(imgs, n_images);
     free(noise);
     return rc;
+}
+
+static int parse_weights(const char *s, void *dst, char *err, size_t el)
+{
+    if (!strcmp(s, "fp32")) *(mact_export_weights *)dst = MACT_EXPORT_FP32;
+    else if (!strcmp(s, "fp16")) *(mact_export_weights *)dst = MACT_EXPORT_FP16;
+    else { snprintf(err, el, "--weights is fp32 or fp16"); return -1; }
+    return 0;
+}
+
+static int parse_grid_sample(const char *s, void *dst, char *err, size_t el)
+{
+    if (!strcmp(s, "native")) *(mact_export_grid_sample *)dst = MACT_EXPORT_GS_NATIVE;
+    else if (!strcmp(s, "decomposed")) *(mact_export_grid_sample *)dst = MACT_EXPORT_GS_DECOMPOSED;
+    else { snprintf(err, el, "--grid-sample is native or decomposed"); return -1; }
+    return 0;
 }
 
 static int cmd_export_onnx(int argc, char **argv)
 {
     mact_export_onnx_options o = {0};
     const char *out = NULL;
-    char perr[256], err[1024];
-    for (int i = 0; i < argc; i++) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) { fprintf(stderr, "mact export onnx: %s needs a value\n", k); return 2; }
-        i++;
-        if (!strcmp(k, "--model")) o.model_dir = v;
-        else if (!strcmp(k, "--out")) out = v;
-        else if (!strcmp(k, "--norm-tag")) o.norm_tag = v;
-        else if (!strcmp(k, "--splits")) { if (mact_parse_int_arg("mact export onnx: --splits", v, 1, MACT_EXPORT_MAX_SPLITS, &o.splits, perr, sizeof perr)) goto bad; }
-        else if (!strcmp(k, "--only")) o.only = v;
-        else if (!strcmp(k, "--n-images")) { if (mact_parse_int_arg("mact export onnx: --n-images", v, 1, 64, &o.n_images, perr, sizeof perr)) goto bad; }
-        else if (!strcmp(k, "--seq-len")) { if (mact_parse_int_arg("mact export onnx: --seq-len", v, 1, 1 << 20, &o.seq_len, perr, sizeof perr)) goto bad; }
-        else if (!strcmp(k, "--weights")) {
-            if (!strcmp(v, "fp32")) o.weights = MACT_EXPORT_FP32;
-            else if (!strcmp(v, "fp16")) o.weights = MACT_EXPORT_FP16;
-            else { fprintf(stderr, "mact export onnx: --weights is fp32 or fp16\n"); return 2; }
-        } else if (!strcmp(k, "--grid-sample")) {
-            if (!strcmp(v, "native")) o.grid_sample = MACT_EXPORT_GS_NATIVE;
-            else if (!strcmp(v, "decomposed")) o.grid_sample = MACT_EXPORT_GS_DECOMPOSED;
-            else { fprintf(stderr, "mact export onnx: --grid-sample is native or decomposed\n"); return 2; }
-        } else { fprintf(stderr, "mact export onnx: unknown option %s\n", k); return 2; }
-        continue;
-    bad:
-        fprintf(stderr, "%s\n", perr);
-        return 2;
-    }
+    const cli_opt opts[] = {
+        CLI_O("--model", CLI_STR, &o.model_dir), CLI_O("--out", CLI_STR, &out), CLI_O("--norm-tag", CLI_STR, &o.norm_tag),
+        CLI_O("--splits", CLI_INT, &o.splits, .lo = 1, .hi = MACT_EXPORT_MAX_SPLITS), CLI_O("--only", CLI_STR, &o.only),
+        CLI_O("--n-images", CLI_INT, &o.n_images, .lo = 1, .hi = 64), CLI_O("--seq-len", CLI_INT, &o.seq_len, .lo = 1, .hi = 1 << 20),
+        CLI_O("--weights", CLI_FN, &o.weights, .fn = parse_weights),
+        CLI_O("--grid-sample", CLI_FN, &o.grid_sample, .fn = parse_grid_sample), {0}};
+    int rc = cli_parse("mact export onnx", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN | CLI_SAY_MISSING, NULL);
+    if (rc) return rc;
     if (!o.model_dir || !out) return usage_export(stderr);
+    char err[1024];
     if (mact_export_onnx(&o, out, stdout, err, sizeof err)) { fprintf(stderr, "mact export onnx: %s\n", err); return 1; }
     return 0;
 }

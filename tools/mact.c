@@ -101,15 +101,6 @@ static int parse_precision(const char *s, void *dst, char *err, size_t el)
     return 0;
 }
 
-static int parse_int8_parts(const char *s, void *dst, char *err, size_t el)
-{
-    if (mact_int8_parts_parse(s, (unsigned *)dst)) {
-        snprintf(err, el, "--int8-parts wants llm, vision, expert (comma-separated) or all, got '%s'", s);
-        return -1;
-    }
-    return 0;
-}
-
 /* `mact parity`: the golden boundaries against the runtime (src/export/parity.c beside the golden writer) */
 static int cmd_parity(int argc, char **argv)
 {
@@ -121,7 +112,7 @@ static int cmd_parity(int argc, char **argv)
         CLI_O("--abs-tol", CLI_F64, &o.abs_tol, .lo = 0, .hi = 1e30), CLI_O("--vjp-abs-tol", CLI_F64, &o.vjp_abs_tol, .lo = 0, .hi = 1e30),
         CLI_O("--max-tokens", CLI_INT, &o.max_tokens, .lo = 1, .hi = 1 << 20), CLI_O("--tol-informational", CLI_FLAG, &o.tol_informational),
         CLI_O("--precision", CLI_FN, &o.precision, .fn = parse_precision),
-        CLI_O("--int8-parts", CLI_FN, &o.int8_parts, .fn = parse_int8_parts), {0}};
+        CLI_O("--int8-parts", CLI_FN, &o.int8_parts, .fn = cli_int8_parts), {0}};
     int rc = cli_parse("mact parity", argc, argv, opts, &golden, 1, &n_pos, 0, usage_err);
     if (rc) return rc;
     if (!golden || !model) return usage(stderr);

@@ -99,7 +99,7 @@ int cmd_prune_analyze(int argc, char **argv)
         CLI_O("--json", CLI_STR, &json), CLI_O("--png", CLI_STR, &png), CLI_O("--target-depth", CLI_FN, &o.target_depth, .fn = parse_depth),
         CLI_O("--threads", CLI_ATOI, &o.n_threads), CLI_O("--precision", CLI_FN, &o.precision, .fn = parse_precision),
         CLI_O("--dataset", CLI_STR, &o.dataset), CLI_O("--frames", CLI_FN, &fa, .fn = parse_frames), {0}};
-    int rc = cli_parse("mact prune-analyze", argc, argv, opts, NULL, 0, NULL, 1, usage_prune);
+    int rc = cli_parse("mact prune-analyze", argc, argv, opts, NULL, 0, NULL, CLI_EQ, usage_prune);
     if (rc) return rc;
     if (!o.model || (!o.n_images == !o.dataset) || (o.n_frames && !o.dataset)) return usage_prune();
     char err[4096];
@@ -117,7 +117,7 @@ int cmd_prune(int argc, char **argv)
     const char *model = NULL, *out = NULL, *keep_s = NULL, *taps_s = NULL;
     const cli_opt opts[] = {CLI_O("--model", CLI_STR, &model), CLI_O("--out", CLI_STR, &out), CLI_O("--keep", CLI_STR, &keep_s),
                             CLI_O("--taps", CLI_STR, &taps_s), {0}};
-    int rc = cli_parse("mact prune", argc, argv, opts, NULL, 0, NULL, 1, usage_prune);
+    int rc = cli_parse("mact prune", argc, argv, opts, NULL, 0, NULL, CLI_EQ, usage_prune);
     if (rc) return rc;
     if (!model || !out || !keep_s) return usage_prune();
     static int keep[MACT_PRUNE_MAX_BLOCKS];
@@ -149,7 +149,7 @@ int cmd_distill_eval(int argc, char **argv)
         CLI_O("--threads", CLI_ATOI, &o.n_threads), CLI_O("--image", CLI_LIST, images, .count = &o.n_images, .cap = MAX_IMAGES),
         CLI_O("--precision", CLI_FN, &o.precision, .fn = parse_precision), CLI_O("--dataset", CLI_STR, &o.dataset),
         CLI_O("--frames", CLI_FN, &fa, .fn = parse_frames), {0}};
-    int rc = cli_parse("mact distill-eval", argc, argv, opts, NULL, 0, NULL, 1, usage_prune);
+    int rc = cli_parse("mact distill-eval", argc, argv, opts, NULL, 0, NULL, CLI_EQ, usage_prune);
     if (rc) return rc;
     if (!o.teacher || !o.student || (!o.n_images == !o.dataset) || (o.n_frames && !o.dataset)) return usage_prune();
     char err[4096];

@@ -1,7 +1,5 @@
 /* `mact run`, `mact demo`, `mact tokenize`: the integrator's front ends over mact_predict. */
 #include <errno.h>
-#include <float.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +7,6 @@
 #include <unistd.h>
 #include "commands.h"
 #include "common/cli.h"
-#include "io/image.h"
 #include "mact.h"
 #include "io/npy.h"
 #include "export/npz_write.h"
@@ -108,13 +105,40 @@ fail:
 typedef struct {
     const char *model, *task, *state, *norm_tag, *noise, *dump;
     const char *images[MAX_CAMS];
-    int n_images, steps, json, threads, n_action_steps, has_seed;
+    int n_images, steps, json, threads, n_action_steps;
     mact_precision precision;
+    unsigned int8_parts;     /* --int8-parts (0: the library's default) */
     const char *pack_cache;
     uint64_t seed;
     const char *prev_actions;        /* --prev-actions F.npy: RTC's previous rows, robot units */
     mact_rtc_options rtc;
 } run_args;
+
+/* the chunk [steps x adim] and the stage times: a table, or one JSON object with --json */
+static void print_actions(int json, const float *actions, int steps, int adim, const mact_timings *t, int pack_cache)
+{
+    static const char *const cache_names[4] = {"none", "loaded", "written", "unusable"};
+    if (json) {
+        printf("{\"actions\": [");
+        for (int r = 0; r < steps; r++) {
+            printf("%s[", r ? ", " : "");
+            for (int i = 0; i < adim; i++) printf("%s%.9g", i ? ", " : "", actions[r * adim + i]);
+            printf("]");
+        }
+        printf("], \"n_tokens\": %d, \"horizon\": %d, \"timings_ms\": {\"preprocess\": %.3f, \"vision\": %.3f, "
+               "\"llm\": %.3f, \"action\": %.3f, \"total\": %.3f}, \"pack_cache\": \"%s\"}\n", t->n_tokens, t->horizon,
+               t->preprocess_ms, t->vision_ms, t->llm_ms, t->action_ms, t->total_ms, cache_names[pack_cache & 3]);
+        return;
+    }
+    printf("actions [%d x %d] (robot units):\n", steps, adim);
+    for (int r = 0; r < steps; r++) {
+        printf("  %2d:", r);
+        for (int i = 0; i < adim; i++) printf(" %10.4f", actions[r * adim + i]);
+        printf("\n");
+    }
+    printf("prompt %d tokens; time: preprocess %.1f ms, vision %.1f ms, llm %.1f ms, action %.1f ms, total %.1f ms\n",
+           t->n_tokens, t->preprocess_ms, t->vision_ms, t->llm_ms, t->action_ms, t->total_ms);
+}
 
 static int predict_and_print(const run_args *a, const mact_frame *frames)
 {
@@ -129,7 +153,7 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     if (pf == -1) { fprintf(stderr, "mact: --state: '%s' is not a number: state values must be finite decimals\n", bad); return 1; }
     if (pf == -2) { fprintf(stderr, "mact: --state: more than the limit of 64 numbers\n"); return 1; }
     if (pf == -3) { fprintf(stderr, "mact: --state: %s is outside float32's range (|x| <= 3.4e38)\n", bad); return 1; }
-    mact_load_options lo = {.precision = a->precision, .pack_cache_dir = a->pack_cache};
+    mact_load_options lo = {.precision = a->precision, .pack_cache_dir = a->pack_cache, .int8_parts = a->int8_parts};
     if (mact_model_load(a->model, &lo, &m, err, sizeof err)) { fprintf(stderr, "mact: %s\n", err); return 1; }
     mact_model_info mi;
     mact_model_get_info(m, &mi);
@@ -141,14 +165,8 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     *po = (mact_predict_options){.norm_tag = a->norm_tag, .num_steps = a->steps, .seed = a->seed,
                                  .n_action_steps = a->n_action_steps};
     if (a->noise) {
-        mact_array na = {0};
         size_t cnt;
-        if (mact_npy_read(a->noise, &na, err, sizeof err) || mact_array_to_f32(&na, &noise, &cnt, err, sizeof err)) {
-            fprintf(stderr, "mact: --noise: %s\n", err);
-            mact_array_free(&na);
-            goto out;
-        }
-        mact_array_free(&na);
+        if (cli_npy_f32(a->noise, &noise, &cnt, NULL, NULL, err, sizeof err)) { fprintf(stderr, "mact: --noise: %s\n", err); goto out; }
         if (cnt % (size_t)mi.max_action_dim) {
             fprintf(stderr, "mact: --noise: %zu values is not a whole number of %d-wide rows\n", cnt, mi.max_action_dim);
             goto out;
@@ -158,18 +176,16 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
     }
     in.rtc = a->rtc;
     if (a->prev_actions) {
-        mact_array pa = {0};
         size_t cnt;
-        if (mact_npy_read(a->prev_actions, &pa, err, sizeof err) ||
-            mact_array_to_f32(&pa, &prev, &cnt, err, sizeof err)) {
+        int nd;
+        int64_t sh[MACT_NPY_MAX_DIMS];
+        if (cli_npy_f32(a->prev_actions, &prev, &cnt, &nd, sh, err, sizeof err)) {
             fprintf(stderr, "mact: --prev-actions: %s\n", err);
-            mact_array_free(&pa);
             goto out;
         }
-        int two_d = pa.ndim == 2 || (pa.ndim == 3 && pa.shape[0] == 1);
-        in.rtc.n_prev = two_d ? (size_t)pa.shape[pa.ndim - 2] : 0;
-        in.rtc.prev_dim = two_d ? (size_t)pa.shape[pa.ndim - 1] : 0;
-        mact_array_free(&pa);
+        int two_d = nd == 2 || (nd == 3 && sh[0] == 1);
+        in.rtc.n_prev = two_d ? (size_t)sh[nd - 2] : 0;
+        in.rtc.prev_dim = two_d ? (size_t)sh[nd - 1] : 0;
         if (!two_d || !cnt) {
             fprintf(stderr, "mact: --prev-actions: %s: expected a float32 [n, action_dim] array of n >= 1 rows\n",
                     a->prev_actions);
@@ -186,29 +202,8 @@ static int predict_and_print(const run_args *a, const mact_frame *frames)
         goto out;
     }
     const int steps = (int)result.n_steps, adim = (int)result.action_dim;
-    const mact_timings t = result.timings;
     if (a->dump && write_dump(s, a->dump, actions, steps, adim)) goto out;
-    static const char *const cache_names[4] = {"none", "loaded", "written", "unusable"};
-    if (a->json) {
-        printf("{\"actions\": [");
-        for (int r = 0; r < steps; r++) {
-            printf("%s[", r ? ", " : "");
-            for (int i = 0; i < adim; i++) printf("%s%.9g", i ? ", " : "", actions[r * adim + i]);
-            printf("]");
-        }
-        printf("], \"n_tokens\": %d, \"horizon\": %d, \"timings_ms\": {\"preprocess\": %.3f, \"vision\": %.3f, "
-               "\"llm\": %.3f, \"action\": %.3f, \"total\": %.3f}, \"pack_cache\": \"%s\"}\n", t.n_tokens, t.horizon,
-               t.preprocess_ms, t.vision_ms, t.llm_ms, t.action_ms, t.total_ms, cache_names[mi.pack_cache & 3]);
-    } else {
-        printf("actions [%d x %d] (robot units):\n", steps, adim);
-        for (int r = 0; r < steps; r++) {
-            printf("  %2d:", r);
-            for (int i = 0; i < adim; i++) printf(" %10.4f", actions[r * adim + i]);
-            printf("\n");
-        }
-        printf("prompt %d tokens; time: preprocess %.1f ms, vision %.1f ms, llm %.1f ms, action %.1f ms, total %.1f ms\n",
-               t.n_tokens, t.preprocess_ms, t.vision_ms, t.llm_ms, t.action_ms, t.total_ms);
-    }
+    print_actions(a->json, actions, steps, adim, &result.timings, mi.pack_cache);
     rc = 0;
 out:
     free(noise);
@@ -219,86 +214,56 @@ out:
     return rc;
 }
 
+static int run_usage(void)
+{
+    fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
+                    "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
+                    "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32|int8 (default bf16)]\n"
+                    "       [--int8-parts llm,vision,expert|all (int8: the components quantized; default llm)]\n"
+                    "       [--pack-cache DIR (cache of the repacked weights; default $MACT_PACK_CACHE)]\n"
+                    "       real-time chunking: [--prev-actions F.npy (float32 [n, action_dim], robot units)\n"
+                    "       --inference-delay D --execution-horizon E --rtc-schedule zeros|ones|linear|exp\n"
+                    "       --max-guidance-weight B --rtc-guidance identity|vjp]\n");
+    return 2;
+}
+
+static int parse_weight(const char *s, void *dst, char *err, size_t el)
+{
+    double w;
+    if (mact_parse_f64(s, 0, 1e30, &w) || w <= 0) { snprintf(err, el, "--max-guidance-weight must be a number > 0"); return -1; }
+    *(float *)dst = (float)w;
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_args a = {0};
-    char perr[256];
-    for (int i = 0; i < argc; i++) {
-        const char *k = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(k, "--json")) { a.json = 1; continue; }
-        if (!v) { fprintf(stderr, "mact run: %s needs a value\n", k); return 2; }
-        i++;
-        if (!strcmp(k, "--model")) a.model = v;
-        else if (!strcmp(k, "--image")) {
-            if (a.n_images == MAX_CAMS) { fprintf(stderr, "mact run: more than the limit of %d --image\n", MAX_CAMS); return 2; }
-            a.images[a.n_images++] = v;
-        } else if (!strcmp(k, "--task")) a.task = v;
-        else if (!strcmp(k, "--state")) a.state = v;
-        else if (!strcmp(k, "--norm-tag")) a.norm_tag = v;
-        else if (!strcmp(k, "--steps")) { if (mact_parse_int_arg("mact run: --steps", v, 1, 1000, &a.steps, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(k, "--seed")) { if (mact_parse_u64_arg("mact run: --seed", v, &a.seed, perr, sizeof perr)) goto bad_num; a.has_seed = 1; }
-        else if (!strcmp(k, "--noise")) a.noise = v;
-        else if (!strcmp(k, "--dump")) a.dump = v;
-        else if (!strcmp(k, "--threads")) {
-            if (mact_parse_int_arg("mact run: --threads", v, 0, MACT_MAX_THREADS, &a.threads, perr, sizeof perr)) goto bad_num;
-            if (a.threads > mact_max_threads()) a.threads = mact_max_threads();  /* no more than the machine has */
-        }
-        else if (!strcmp(k, "--n-action-steps")) { if (mact_parse_int_arg("mact run: --n-action-steps", v, 1, 1024, &a.n_action_steps, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(k, "--pack-cache")) a.pack_cache = v;
-        else if (!strcmp(k, "--prev-actions")) a.prev_actions = v;
-        else if (!strcmp(k, "--inference-delay")) { if (mact_parse_int_arg("mact run: --inference-delay", v, 0, 4096, &a.rtc.inference_delay, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(k, "--execution-horizon")) { if (mact_parse_int_arg("mact run: --execution-horizon", v, 1, 4096, &a.rtc.execution_horizon, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(k, "--rtc-schedule")) {
-            if (mact_rtc_schedule_parse(v, &a.rtc.schedule)) { fprintf(stderr, "mact run: --rtc-schedule is zeros, ones, linear or exp\n"); return 2; }
-        }
-        else if (!strcmp(k, "--rtc-guidance")) {
-            if (mact_rtc_guidance_parse(v, &a.rtc.guidance)) { fprintf(stderr, "mact run: --rtc-guidance is identity or vjp\n"); return 2; }
-        }
-        else if (!strcmp(k, "--max-guidance-weight")) {
-            double w;
-            if (mact_parse_f64(v, 0, 1e30, &w) || w <= 0) { fprintf(stderr, "mact run: --max-guidance-weight must be a number > 0\n"); return 2; }
-            a.rtc.max_guidance_weight = (float)w;
-        }
-        else if (!strcmp(k, "--precision")) {
-            if (mact_precision_parse(v, &a.precision) || a.precision == MACT_PRECISION_DEFAULT) {
-                fprintf(stderr, "mact run: --precision is fp32, bf16 or int8\n");
-                return 2;
-            }
-        }
-        else { fprintf(stderr, "mact run: unknown option %s\n", k); return 2; }
-        continue;
-    bad_num:
-        fprintf(stderr, "%s\n", perr);
-        return 2;
-    }
-    if (!a.model || !a.n_images || !a.task || !a.state) {
-        fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
-                        "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
-                        "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32|int8 (default bf16)]\n"
-                        "       [--pack-cache DIR (cache of the repacked weights; default $MACT_PACK_CACHE)]\n"
-                        "       real-time chunking: [--prev-actions F.npy (float32 [n, action_dim], robot units)\n"
-                        "       --inference-delay D --execution-horizon E --rtc-schedule zeros|ones|linear|exp\n"
-                        "       --max-guidance-weight B --rtc-guidance identity|vjp]\n");
-        return 2;
-    }
-    if (a.steps < 0) { fprintf(stderr, "mact run: --steps must be >= 1\n"); return 2; }
+    const cli_opt opts[] = {
+        CLI_O("--model", CLI_STR, &a.model), CLI_O("--image", CLI_LIST, a.images, .count = &a.n_images, .cap = MAX_CAMS),
+        CLI_O("--task", CLI_STR, &a.task), CLI_O("--state", CLI_STR, &a.state), CLI_O("--norm-tag", CLI_STR, &a.norm_tag),
+        CLI_O("--steps", CLI_INT, &a.steps, .lo = 1, .hi = 1000), CLI_O("--seed", CLI_U64, &a.seed),
+        CLI_O("--noise", CLI_STR, &a.noise), CLI_O("--dump", CLI_STR, &a.dump), CLI_O("--json", CLI_FLAG, &a.json),
+        CLI_O("--threads", CLI_THREADS, &a.threads), CLI_O("--n-action-steps", CLI_INT, &a.n_action_steps, .lo = 1, .hi = 1024),
+        CLI_O("--pack-cache", CLI_STR, &a.pack_cache), CLI_O("--prev-actions", CLI_STR, &a.prev_actions),
+        CLI_O("--inference-delay", CLI_INT, &a.rtc.inference_delay, .lo = 0, .hi = 4096),
+        CLI_O("--execution-horizon", CLI_INT, &a.rtc.execution_horizon, .lo = 1, .hi = 4096),
+        CLI_O("--rtc-schedule", CLI_FN, &a.rtc.schedule, .fn = cli_rtc_schedule, .choices = "zeros, ones, linear or exp"),
+        CLI_O("--rtc-guidance", CLI_FN, &a.rtc.guidance, .fn = cli_rtc_guidance, .choices = "identity or vjp"),
+        CLI_O("--max-guidance-weight", CLI_FN, &a.rtc.max_guidance_weight, .fn = parse_weight),
+        CLI_O("--precision", CLI_FN, &a.precision, .fn = cli_precision),
+        CLI_O("--int8-parts", CLI_FN, &a.int8_parts, .fn = cli_int8_parts), {0}};
+    int rc = cli_parse("mact run", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN | CLI_SAY_MISSING, NULL);
+    if (rc) return rc;
+    if (!a.model || !a.n_images || !a.task || !a.state) return run_usage();
     if (!a.prev_actions && (a.rtc.inference_delay || a.rtc.execution_horizon || a.rtc.schedule || a.rtc.guidance ||
                             a.rtc.max_guidance_weight != 0.f)) {
         fprintf(stderr, "mact run: the real-time chunking options need --prev-actions\n");
         return 2;
     }
-    mact_image imgs[MAX_CAMS] = {0};
+    mact_image imgs[MAX_CAMS];
     mact_frame fr[MAX_CAMS];
-    char err[1024];
-    int rc = 1;
-    for (int i = 0; i < a.n_images; i++) {
-        if (mact_image_load_path(a.images[i], &imgs[i], err, sizeof err)) { fprintf(stderr, "mact: --image %s: %s\n", a.images[i], err); goto out; }
-        fr[i] = (mact_frame){.rgb = imgs[i].data, .height = (int)imgs[i].height, .width = (int)imgs[i].width};
-    }
-    rc = predict_and_print(&a, fr);
-out:
-    for (int i = 0; i < a.n_images; i++) mact_image_free(&imgs[i]);
+    rc = cli_frames_load("mact", a.images, a.n_images, imgs, fr) ? 1 : predict_and_print(&a, fr);
+    cli_frames_free(imgs, a.n_images);
     return rc;
 }
 
@@ -316,40 +281,50 @@ static void demo_frame(uint8_t *p, int h, int w, int kind)
         }
 }
 
-int cmd_demo(int argc, char **argv)
+/* the demo's checkpoint: the cache's demo-tiny (cli_cache_dir), synthesized (and its folders made) on the first run */
+static int demo_model(char *dir, size_t cap)
 {
-    const char *cache = getenv("MACT_CACHE");
-    char dir[4096], base[4000], err[1024];
-    const char *home = getenv("HOME");
-    if (cache) snprintf(base, sizeof base, "%s", cache);
-    else snprintf(base, sizeof base, "%s/.cache/mact", home ? home : ".");
-    snprintf(dir, sizeof dir, "%s/demo-tiny", base);
-    char cfg[4200];
+    char err[1024], cfg[4200];
+    cli_cache_dir(dir, cap, "demo-tiny");
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     struct stat st;
-    if (stat(cfg, &st)) {
-        printf("mact demo: synthesizing a tiny random checkpoint in %s (once)\n", dir);
-        char cmd[4200];
-        snprintf(cmd, sizeof cmd, "%s", base);
-        for (char *p = cmd + 1; *p; p++)
-            if (*p == '/') { *p = 0; mkdir(cmd, 0755); *p = '/'; }
-        mkdir(cmd, 0755);
-        if (mact_synth("tiny", dir, 1234, MACT_SYNTH_MIXED, err, sizeof err)) {
-            fprintf(stderr, "mact demo: %s\n", err);
-            return 1;
-        }
-    }
+    if (!stat(cfg, &st)) return 0;
+    printf("mact demo: synthesizing a tiny random checkpoint in %s (once)\n", dir);
+    char base[4200];
+    snprintf(base, sizeof base, "%s", dir);
+    *strrchr(base, '/') = 0;
+    for (char *p = base; *p; p++)
+        if (*p == '/' && p != base) { *p = 0; mkdir(base, 0755); *p = '/'; }
+    mkdir(base, 0755);
+    if (mact_synth("tiny", dir, 1234, MACT_SYNTH_MIXED, err, sizeof err)) { fprintf(stderr, "mact demo: %s\n", err); return -1; }
+    return 0;
+}
+
+static int demo_usage(void)
+{
+    fprintf(stderr, "usage: mact demo   (no arguments: a tiny random checkpoint, cached, run end to end)\n");
+    return 2;
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    const cli_opt opts[] = {{0}};
+    int rc = cli_parse("mact demo", argc, argv, opts, NULL, 0, NULL, 0, demo_usage);
+    if (rc) return rc;
+    char dir[4096];
+    if (demo_model(dir, sizeof dir)) return 1;
     printf("mact demo: the weights are RANDOM (no real checkpoint here): the numbers show the pipeline runs end "
            "to end,\nnot a meaningful policy. Point `mact run --model DIR` at a real MolmoAct2 checkpoint for that.\n\n");
     const int H = 240, W = 320;
     uint8_t *a = malloc((size_t)H * W * 3), *b = malloc((size_t)H * W * 3);
+    if (!a || !b) { free(a); free(b); fprintf(stderr, "mact demo: out of memory\n"); return 1; }
     demo_frame(a, H, W, 0);
     demo_frame(b, H, W, 1);
     mact_frame fr[2] = {{a, H, W}, {b, H, W}};
     run_args ra = {.model = dir, .task = "Pick up the blue cube and put it in the box.",
                    .state = "0.1, -0.2, 0.05, 0.3, -0.1, 0.0, 0.02, 0.04", .n_images = 2, .seed = 7};
     printf("model:  %s\ncameras: 2 synthetic %dx%d frames\ntask:   %s\nstate:  %s\n\n", dir, W, H, ra.task, ra.state);
-    int rc = predict_and_print(&ra, fr);
+    rc = predict_and_print(&ra, fr);
     free(a);
     free(b);
     return rc;

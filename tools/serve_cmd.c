@@ -4,7 +4,7 @@
 #include <string.h>
 #include "commands.h"
 #include "mact.h"
-#include "base/parse.h"
+#include "common/cli.h"
 #include "server/server.h"
 
 static int serve_usage(FILE *f)
@@ -36,6 +36,7 @@ static int serve_usage(FILE *f)
             "                           more are answered 503 naming the limit, then closed\n"
             "  --norm-tag T             default normalization tag\n"
             "  --precision P            fp32|bf16|int8 (default bf16)   --pack-cache DIR\n"
+            "  --int8-parts P           int8: the components quantized, llm,vision,expert or all (default llm)\n"
             "  --openpi-images K1,K2 --openpi-state K --openpi-task K       observation keys (also --act-*, --vla-*,\n"
             "                           --yam-images); dotted keys are paths into nested maps\n"
             "  --replan-steps K         vla-eval: infer again once K rows of a chunk were served, guided (real-time\n"
@@ -46,115 +47,104 @@ static int serve_usage(FILE *f)
     return 2;
 }
 
-/* --NAME PORT: the protocol table's index of NAME, -1 if it names none */
-static int port_flag(const char *name) { return srv_protocol_find(name, strlen(name)); }
+static int serve_usage_err(void) { return serve_usage(stderr); }
 
-static int key_flag(const char *s, size_t n)
+static int parse_rtc_onoff(const char *s, void *dst, char *err, size_t el)
 {
-    for (int p = 0; p < SRV_NPROTO; p++)
-        if (strlen(srv_protocol_key_flag(p)) == n && !strncmp(srv_protocol_key_flag(p), s, n)) return p;
-    return -1;
+    if (!strcmp(s, "on")) *(int *)dst = 1;
+    else if (!strcmp(s, "off")) *(int *)dst = 0;
+    else { snprintf(err, el, "--lerobot-rtc is on or off"); return -1; }
+    return 0;
+}
+
+/* a comma list of protocol names ("vla" for vla-eval too): those protocols require the key, the others not */
+static int parse_key_protocols(const char *v, void *dst, char *err, size_t el)
+{
+    int *required = dst;
+    for (int p = 0; p < SRV_NPROTO; p++) required[p] = 0;
+    for (const char *q = v; *q;) {
+        size_t n = strcspn(q, ",");
+        int p = srv_protocol_find(q, n);
+        for (int k = 0; k < SRV_NPROTO && p < 0; k++)
+            if (strlen(srv_protocol_key_flag(k)) == n && !strncmp(srv_protocol_key_flag(k), q, n)) p = k;
+        if (p < 0) { snprintf(err, el, "--api-key-protocols: unknown protocol '%.*s'", (int)n, q); return -1; }
+        required[p] = 1;
+        q += n + (q[n] == ',');
+    }
+    return 0;
+}
+
+/* --precision P: any name mact_precision_parse knows ("default" too); else the usage */
+static int parse_precision(const char *s, void *dst, char *err, size_t el)
+{
+    return mact_precision_parse(s, dst) ? -2 : 0;
+}
+
+static int parse_cams(const char *s, void *dst, char *err, size_t el) { return srv_keys_set_cams(dst, s) <= 0 ? -2 : 0; }
+
+/* the flags of the protocol table's rows: --NAME PORT and --KEY-images / -state / -task (SRV_NPROTO x 4 rows) */
+typedef struct { char name[SRV_NPROTO][4][48]; } proto_flags;
+
+static int add_protocol_rows(cli_opt *o, proto_flags *f, srv_config *c)
+{
+    int n = 0;
+    for (int p = 0; p < SRV_NPROTO; p++) {
+        const char *kf = srv_protocol_key_flag(p);
+        snprintf(f->name[p][0], sizeof f->name[p][0], "--%s", srv_protocol_name(p));
+        snprintf(f->name[p][1], sizeof f->name[p][1], "--%s-images", kf);
+        snprintf(f->name[p][2], sizeof f->name[p][2], "--%s-state", kf);
+        snprintf(f->name[p][3], sizeof f->name[p][3], "--%s-task", kf);
+        o[n++] = (cli_opt)CLI_O(f->name[p][0], CLI_INT, &c->port[p], .lo = 1, .hi = 65535);
+        o[n++] = (cli_opt)CLI_O(f->name[p][1], CLI_FN, &c->keys[p], .fn = parse_cams);
+        o[n++] = (cli_opt)CLI_O(f->name[p][2], CLI_BUF, c->keys[p].state, .cap = SRV_MAX_KEY);
+        o[n++] = (cli_opt)CLI_O(f->name[p][3], CLI_BUF, c->keys[p].task, .cap = SRV_MAX_KEY);
+    }
+    return n;
 }
 
 int cmd_serve(int argc, char **argv)
 {
     srv_config c;
     srv_config_defaults(&c);
-    char perr[256];
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 1;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return 0; }
-        if (!strcmp(a, "--quiet")) { c.log_requests = 0; continue; }
-        if (!v) return serve_usage(stderr);
-        if (!strcmp(a, "--model")) c.model_dir = v;
-        else if (!strcmp(a, "--host")) c.host = v;
-        else if (a[0] == '-' && a[1] == '-' && port_flag(a + 2) >= 0) {
-            int p = port_flag(a + 2);
-            if (mact_parse_int_arg(a, v, 1, 65535, &c.port[p], perr, sizeof perr)) goto bad_num;
-        }
-        else if (!strcmp(a, "--api-key-file")) c.api_key_file = v;
-        else if (!strcmp(a, "--lerobot-fps")) { if (mact_parse_f64_arg(a, v, 0.1, 10000, &c.lerobot_fps, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--lerobot-obs-timeout-ms")) { if (mact_parse_int_arg(a, v, 1, 600000, &c.lerobot_obs_timeout_ms, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--lerobot-rtc")) {
-            if (!strcmp(v, "on")) c.lerobot_rtc = 1;
-            else if (!strcmp(v, "off")) c.lerobot_rtc = 0;
-            else { fprintf(stderr, "mact serve: --lerobot-rtc is on or off\n"); return 2; }
-        }
-        else if (!strcmp(a, "--api-key-protocols")) {
-            for (int p = 0; p < SRV_NPROTO; p++) c.key_required[p] = 0;
-            for (const char *q = v; *q;) {   /* a comma list of protocol names ("vla" for vla-eval too) */
-                size_t n = strcspn(q, ",");
-                int p = srv_protocol_find(q, n);
-                if (p < 0) p = key_flag(q, n);
-                if (p < 0) { fprintf(stderr, "mact serve: --api-key-protocols: unknown protocol '%.*s'\n", (int)n, q); return 2; }
-                c.key_required[p] = 1;
-                q += n + (q[n] == ',');
-            }
-        }
-        else if (!strcmp(a, "--workers")) { if (mact_parse_int_arg(a, v, 1, 64, &c.workers, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--threads")) { if (mact_parse_int_arg(a, v, 0, 4096, &c.threads_per_worker, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--queue")) { if (mact_parse_int_arg(a, v, 1, 1 << 20, &c.queue_cap, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--deadline-ms")) { if (mact_parse_int_arg(a, v, 0, 1 << 30, &c.deadline_ms, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--max-message-mb")) {
-            double mb;
-            if (mact_parse_f64_arg(a, v, 0.0009765625, 4096, &mb, perr, sizeof perr)) goto bad_num;
-            c.max_message = (size_t)(mb * 1048576.0);
-        }
-        else if (!strcmp(a, "--max-images")) { if (mact_parse_int_arg(a, v, 1, 256, &c.max_images, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--max-image-pixels")) {
-            int px;
-            if (mact_parse_int_arg(a, v, 1, 1 << 30, &px, perr, sizeof perr)) goto bad_num;
-            c.max_image_pixels = px;
-        }
-        else if (!strcmp(a, "--idle-timeout")) { if (mact_parse_int_arg(a, v, 1, 86400, &c.idle_timeout_s, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--header-timeout")) { if (mact_parse_int_arg(a, v, 1, 3600, &c.header_timeout_s, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--max-connections")) { if (mact_parse_int_arg(a, v, 1, 65536, &c.max_conns, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--max-connections-per-ip")) { if (mact_parse_int_arg(a, v, 1, 65536, &c.max_conns_per_ip, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--drain-timeout")) { if (mact_parse_int_arg(a, v, 0, 86400, &c.drain_timeout_s, perr, sizeof perr)) goto bad_num; }
-        else if (!strcmp(a, "--norm-tag")) c.norm_tag = v;
-        else if (!strcmp(a, "--replan-steps") || !strcmp(a, "--replan-horizon")) {
-            char *end;
-            long k = strtol(v, &end, 10);
-            if (*end || k < 0 || k > 4096) { fprintf(stderr, "mact serve: %s takes an integer in 0..4096\n", a); return 2; }
-            if (a[9] == 's') c.replan_steps = (int)k;
-            else c.replan_rtc.execution_horizon = (int)k;
-        } else if (!strcmp(a, "--replan-schedule")) {
-            if (mact_rtc_schedule_parse(v, &c.replan_rtc.schedule)) { fprintf(stderr, "mact serve: --replan-schedule is zeros, ones, linear or exp\n"); return 2; }
-        } else if (!strcmp(a, "--replan-guidance")) {
-            if (mact_rtc_guidance_parse(v, &c.replan_rtc.guidance)) { fprintf(stderr, "mact serve: --replan-guidance is identity or vjp\n"); return 2; }
-        } else if (!strcmp(a, "--replan-max-guidance-weight")) {
-            char *end;
-            double b = strtod(v, &end);
-            if (*end || !(b >= 0) || b > 1e30) { fprintf(stderr, "mact serve: --replan-max-guidance-weight takes a finite number >= 0\n"); return 2; }
-            c.replan_rtc.max_guidance_weight = (float)b;
-        }
-        else if (!strcmp(a, "--pack-cache")) c.pack_cache = v;
-        else if (!strcmp(a, "--precision")) {
-            mact_precision p;
-            if (mact_precision_parse(v, &p)) return serve_usage(stderr);
-            c.precision = p;
-        } else if (!strcmp(a, "--yam-images")) {
-            if (srv_keys_set_cams(&c.yam_keys, v) <= 0) return serve_usage(stderr);
-        } else {
-            used = 0;
-            for (int p = 0; p < SRV_NPROTO && !used; p++) {
-                const char *kf = srv_protocol_key_flag(p);
-                size_t n = strlen(kf);
-                if (strncmp(a, "--", 2) || strncmp(a + 2, kf, n) || a[2 + n] != '-') continue;
-                srv_keys *k = &c.keys[p];
-                const char *f = a + 3 + n;
-                used = 1;
-                if (!strcmp(f, "images")) { if (srv_keys_set_cams(k, v) <= 0) return serve_usage(stderr); }
-                else if (!strcmp(f, "state") && strlen(v) < SRV_MAX_KEY) snprintf(k->state, sizeof k->state, "%s", v);
-                else if (!strcmp(f, "task") && strlen(v) < SRV_MAX_KEY) snprintf(k->task, sizeof k->task, "%s", v);
-                else used = 0;
-            }
-            if (!used) { fprintf(stderr, "mact serve: unknown option %s\n", a); return serve_usage(stderr); }
-        }
-        i++;
-    }
+    int quiet = 0, help = 0, have_mb = 0, have_px = 0, have_beta = 0, px = 0;
+    double mb = 0, beta = 0;
+    const cli_opt fixed[] = {
+        CLI_O("--model", CLI_STR, &c.model_dir), CLI_O("--host", CLI_STR, &c.host), CLI_O("--api-key-file", CLI_STR, &c.api_key_file),
+        CLI_O("--lerobot-fps", CLI_F64, &c.lerobot_fps, .lo = 0.1, .hi = 10000),
+        CLI_O("--lerobot-obs-timeout-ms", CLI_INT, &c.lerobot_obs_timeout_ms, .lo = 1, .hi = 600000),
+        CLI_O("--lerobot-rtc", CLI_FN, &c.lerobot_rtc, .fn = parse_rtc_onoff),
+        CLI_O("--api-key-protocols", CLI_FN, c.key_required, .fn = parse_key_protocols),
+        CLI_O("--workers", CLI_INT, &c.workers, .lo = 1, .hi = 64), CLI_O("--threads", CLI_INT, &c.threads_per_worker, .lo = 0, .hi = 4096),
+        CLI_O("--queue", CLI_INT, &c.queue_cap, .lo = 1, .hi = 1 << 20), CLI_O("--deadline-ms", CLI_INT, &c.deadline_ms, .lo = 0, .hi = 1 << 30),
+        CLI_O("--max-message-mb", CLI_F64, &mb, .lo = 0.0009765625, .hi = 4096, .seen = &have_mb),
+        CLI_O("--max-images", CLI_INT, &c.max_images, .lo = 1, .hi = 256),
+        CLI_O("--max-image-pixels", CLI_INT, &px, .lo = 1, .hi = 1 << 30, .seen = &have_px),
+        CLI_O("--idle-timeout", CLI_INT, &c.idle_timeout_s, .lo = 1, .hi = 86400),
+        CLI_O("--header-timeout", CLI_INT, &c.header_timeout_s, .lo = 1, .hi = 3600),
+        CLI_O("--max-connections", CLI_INT, &c.max_conns, .lo = 1, .hi = 65536),
+        CLI_O("--max-connections-per-ip", CLI_INT, &c.max_conns_per_ip, .lo = 1, .hi = 65536),
+        CLI_O("--drain-timeout", CLI_INT, &c.drain_timeout_s, .lo = 0, .hi = 86400), CLI_O("--norm-tag", CLI_STR, &c.norm_tag),
+        CLI_O("--replan-steps", CLI_INT, &c.replan_steps, .lo = 0, .hi = 4096),
+        CLI_O("--replan-horizon", CLI_INT, &c.replan_rtc.execution_horizon, .lo = 0, .hi = 4096),
+        CLI_O("--replan-schedule", CLI_FN, &c.replan_rtc.schedule, .fn = cli_rtc_schedule, .choices = "zeros, ones, linear or exp"),
+        CLI_O("--replan-guidance", CLI_FN, &c.replan_rtc.guidance, .fn = cli_rtc_guidance, .choices = "identity or vjp"),
+        CLI_O("--replan-max-guidance-weight", CLI_F64, &beta, .lo = 0, .hi = 1e30, .seen = &have_beta),
+        CLI_O("--pack-cache", CLI_STR, &c.pack_cache), CLI_O("--precision", CLI_FN, &c.precision, .fn = parse_precision),
+        CLI_O("--int8-parts", CLI_FN, &c.int8_parts, .fn = cli_int8_parts),
+        CLI_O("--yam-images", CLI_FN, &c.yam_keys, .fn = parse_cams), CLI_O("--quiet", CLI_FLAG, &quiet),
+        CLI_O("-h", CLI_HELP, &help), CLI_O("--help", CLI_HELP, &help)};
+    enum { NFIXED = sizeof fixed / sizeof fixed[0] };
+    cli_opt opts[NFIXED + 4 * SRV_NPROTO + 1];
+    proto_flags names;
+    memcpy(opts, fixed, sizeof fixed);
+    opts[NFIXED + add_protocol_rows(opts + NFIXED, &names, &c)] = (cli_opt){0};
+    int rc = cli_parse("mact serve", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN, serve_usage_err);
+    if (rc) return rc;
+    if (help) { serve_usage(stdout); return 0; }
+    if (quiet) c.log_requests = 0;
+    if (have_mb) c.max_message = (size_t)(mb * 1048576.0);
+    if (have_px) c.max_image_pixels = px;
+    if (have_beta) c.replan_rtc.max_guidance_weight = (float)beta;
     int any = 0;
     for (int p = 0; p < SRV_NPROTO; p++) any |= c.port[p] != 0;
     if (!c.model_dir || !any) {
@@ -165,7 +155,4 @@ int cmd_serve(int argc, char **argv)
     }
     if (c.max_message < 1024) { fprintf(stderr, "mact serve: --max-message-mb: at least 1 KiB\n"); return 2; }
     return srv_run(&c);
-bad_num:
-    fprintf(stderr, "mact serve: %s\n", perr);
-    return 2;
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "base/parse.h"
+#include "common/cli.h"
 #include "compress/synth.h"
 
 int cmd_synth(int argc, char **argv);
@@ -28,22 +29,40 @@ static int synth_usage(FILE *f)
     return 2;
 }
 
-static int parse_u64(const char *s, uint64_t *out) { return mact_parse_u64(s, UINT64_MAX, out) ? -1 : 0; }
+static int synth_usage_err(void) { return synth_usage(stderr); }
+
+static int parse_seed(const char *s, void *dst, char *err, size_t el)
+{
+    if (mact_parse_u64(s, UINT64_MAX, dst)) { snprintf(err, el, "--seed wants a non-negative integer, got '%s'", s); return -1; }
+    return 0;
+}
+
+static int parse_dtype(const char *s, void *dst, char *err, size_t el)
+{
+    int d = mact_synth_dtype_from_name(s);
+    if (d < 0) { snprintf(err, el, "--dtype must be mixed, f32 or bf16, got '%s'", s); return -1; }
+    *(int *)dst = d;
+    return 0;
+}
 
 /* "K:S": K >= 0 outlier channels of scale S (a finite decimal > 0) */
-static int parse_outliers(const char *s, mact_synth_options *o)
+static int parse_outliers(const char *s, void *dst, char *err, size_t el)
 {
+    mact_synth_options *o = dst;
     const char *colon = strchr(s, ':');
-    if (!colon || colon == s || colon - s > 10) return -1;
+    if (!colon || colon == s || colon - s > 10) goto bad;
     char k[16];
     memcpy(k, s, (size_t)(colon - s));
     k[colon - s] = 0;
     double sc = 0;
     int64_t n = 0;
-    if (mact_parse_i64(k, 0, 1 << 20, &n) || mact_parse_f64(colon + 1, 1e-30, 1e30, &sc)) return -1;
+    if (mact_parse_i64(k, 0, 1 << 20, &n) || mact_parse_f64(colon + 1, 1e-30, 1e30, &sc)) goto bad;
     o->outlier_channels = (int)n;
     o->outlier_scale = (float)sc;
     return 0;
+bad:
+    snprintf(err, el, "--outliers wants K:S (K channels, scale S > 0), got '%s'", s);
+    return -1;
 }
 
 static uint64_t fresh_seed(void)
@@ -57,70 +76,34 @@ static uint64_t fresh_seed(void)
 
 int cmd_synth(int argc, char **argv)
 {
-    const char *preset = NULL, *out = NULL;
+    const char *pos[2];
     mact_synth_options o = {.dtype_mode = MACT_SYNTH_MIXED};
     uint64_t seed = 0;
-    int have_seed = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        if (!strcmp(a, "--seed") && more) {
-            if (parse_u64(argv[++i], &seed)) {
-                fprintf(stderr, "mact synth: --seed wants a non-negative integer, got '%s'\n", argv[i]);
-                return 2;
-            }
-            have_seed = 1;
-        } else if (!strcmp(a, "--dtype") && more) {
-            o.dtype_mode = mact_synth_dtype_from_name(argv[++i]);
-            if (o.dtype_mode < 0) {
-                fprintf(stderr, "mact synth: --dtype must be mixed, f32 or bf16, got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(a, "--threads") && more) {
-            char perr[256];
-            if (mact_parse_int_arg("mact synth: --threads", argv[++i], 0, MACT_MAX_THREADS, &o.n_threads, perr, sizeof perr)) {
-                fprintf(stderr, "%s\n", perr);
-                return 2;
-            }
-            if (o.n_threads > mact_max_threads()) o.n_threads = mact_max_threads();
-        } else if ((!strcmp(a, "--llm-layers") || !strcmp(a, "--vit-layers")) && more) {
-            char perr[256];
-            if (mact_parse_int_arg(a[2] == 'l' ? "mact synth: --llm-layers" : "mact synth: --vit-layers", argv[++i], 1,
-                                   256, a[2] == 'l' ? &o.llm_layers : &o.vit_layers, perr, sizeof perr)) {
-                fprintf(stderr, "%s\n", perr);
-                return 2;
-            }
-        } else if (!strcmp(a, "--outliers") && more) {
-            if (parse_outliers(argv[++i], &o)) {
-                fprintf(stderr, "mact synth: --outliers wants K:S (K channels, scale S > 0), got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(a, "--no-lm-head")) {
-            o.no_lm_head = 1;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            synth_usage(stdout);
-            return 0;
-        } else if (a[0] != '-' && !preset) {
-            preset = a;
-        } else if (a[0] != '-' && !out) {
-            out = a;
-        } else {
-            return synth_usage(stderr);
-        }
-    }
-    if (!preset || !out) return synth_usage(stderr);
+    int have_seed = 0, help = 0, n_pos = 0;
+    const cli_opt opts[] = {
+        CLI_O("--seed", CLI_FN, &seed, .fn = parse_seed, .seen = &have_seed), CLI_O("--dtype", CLI_FN, &o.dtype_mode, .fn = parse_dtype),
+        CLI_O("--threads", CLI_THREADS, &o.n_threads), CLI_O("--no-lm-head", CLI_FLAG, &o.no_lm_head),
+        CLI_O("--llm-layers", CLI_INT, &o.llm_layers, .lo = 1, .hi = 256),
+        CLI_O("--vit-layers", CLI_INT, &o.vit_layers, .lo = 1, .hi = 256),
+        CLI_O("--outliers", CLI_FN, &o, .fn = parse_outliers),
+        CLI_O("-h", CLI_HELP, &help), CLI_O("--help", CLI_HELP, &help), {0}};
+    int rc = cli_parse("mact synth", argc, argv, opts, pos, 2, &n_pos, 0, synth_usage_err);
+    if (rc) return rc;
+    if (help) { synth_usage(stdout); return 0; }
+    if (n_pos != 2) return synth_usage(stderr);
+    const char *preset = pos[0], *out = pos[1];
     if (!have_seed) seed = fresh_seed();
     char err[1024];
     mact_synth_result r;
-    int rc = mact_synth_ex(preset, out, seed, &o, &r, err, sizeof err);
-    if (rc) {
+    if (mact_synth_ex(preset, out, seed, &o, &r, err, sizeof err)) {
         fprintf(stderr, "mact %s\n", err);  /* the library's messages start with "synth: " */
         return 1;
     }
     double mb = (double)r.weight_bytes / 1e6;
     printf("wrote %s: preset %s, seed %llu, dtype %s%s", out, preset, (unsigned long long)seed,
            mact_synth_dtype_name(o.dtype_mode), o.no_lm_head ? ", no lm_head" : "");
-    if (o.llm_layers || o.vit_layers) printf(", layers llm %d vit %d", o.llm_layers, o.vit_layers);
+    if (o.llm_layers) printf(", %d LLM layers", o.llm_layers);
+    if (o.vit_layers) printf(", %d ViT layers", o.vit_layers);
     if (o.outlier_channels) printf(", outliers %d x %g", o.outlier_channels, (double)o.outlier_scale);
     printf("\n");
     printf("  model.safetensors: %lld tensors, %lld parameters, %.1f MB in %.2f s (%.0f MB/s)\n",

@@ -13,15 +13,14 @@ from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int, c_in
 
 from ._version import __version__
 
-# The header version this binding mirrors (python/mact/_version.py, which tests/python/test_lowlevel.py checks
-# against include/mact.h and pyproject.toml reads); the library must have the same major.minor.
+# The header version this binding mirrors (python/mact/_version.py, which make writes from include/mact.h and
+# pyproject.toml reads); the library must have the same major.minor.
 HEADER_VERSION = tuple(int(x) for x in __version__.split("."))
 
 OK, ERR_IO, ERR_FORMAT, ERR_MODEL, ERR_INPUT, ERR_NOMEM, ERR_UNSUPPORTED = 0, -1, -2, -3, -4, -5, -6
 
 POOL_MASKS = {0: "from_config", 1: "sdpa", 2: "eager", 3: "none"}
 ENCODER_MASKS = {0: "from_config", 1: "all", 2: "drop_eos"}
-KERNELS = {0: "auto", 1: "ref", 2: "avx2", 3: "avx512", 4: "avx512bf16", 5: "neon", 6: "neon-dotprod", 7: "neon-i8mm"}
 PACK_CACHE = {0: "none", 1: "loaded", 2: "written", 3: "unusable"}
 
 
@@ -96,6 +95,7 @@ PROTOTYPES = {
     "mact_precision_str": (c_char_p, [c_int]),
     "mact_int8_parts_parse": (c_int, [c_char_p, POINTER(c_uint)]),
     "mact_int8_parts_str": (c_char_p, [c_uint, c_char_p, c_size_t]),
+    "mact_kernels_str": (c_char_p, [c_int]),
     "mact_threadpool_new": (c_int, [c_int, _PP, c_char_p, c_size_t]),
     "mact_threadpool_free": (None, [_P]),
     "mact_threadpool_size": (c_int, [_P]),
@@ -147,6 +147,17 @@ class Library:
 
     def __repr__(self):
         return f"<mact.{type(self).__name__} {self.path} {self.version}>"
+
+    @property
+    def kernel_names(self):
+        """{MACT_KERNELS_* value: name} ("auto", "ref", "avx2", ...), from the library's own table (mact_kernels_str)."""
+        if "_kernel_names" not in self.__dict__:
+            names, k = {}, 0
+            while (n := self.mact_kernels_str(k)) is not None:
+                names[k] = n.decode()
+                k += 1
+            self._kernel_names = names
+        return self._kernel_names
 
 
 class Spec:

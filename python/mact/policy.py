@@ -614,7 +614,7 @@ class Policy:
                 raise input_error(f"precision {precision!r}: the library does not know it")
             opts.precision = p.value
         if kernels is not None:
-            names = {v: k for k, v in _lib.KERNELS.items()}
+            names = {v: k for k, v in lib.kernel_names.items()}
             if kernels not in names:
                 raise input_error(f"kernels {kernels!r}: expected one of {', '.join(names)}")
             opts.kernels = names[kernels]
@@ -645,7 +645,7 @@ class Policy:
             has_sampler=bool(ci.has_sampler), pooling_mask=_lib.POOL_MASKS.get(ci.pooling_mask, "?"),
             encoder_mask=_lib.ENCODER_MASKS.get(ci.encoder_mask, "?"),
             precision=lib.mact_precision_str(ci.precision).decode(), pack_cache=_lib.PACK_CACHE.get(ci.pack_cache, "?"),
-            kernels=_lib.KERNELS.get(ci.kernels, "?"),
+            kernels=lib.kernel_names.get(ci.kernels, "?"),
             int8_parts=lib.mact_int8_parts_str(ci.int8_parts, ctypes.create_string_buffer(64), 64).decode())
         self._state = _State(lib, out.value, info, _read_norm_tags(lib, out), model_dir)
         self._tls = threading.local()

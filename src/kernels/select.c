@@ -7,7 +7,8 @@
 #include "mact.h"
 #include "kernels/ops.h"
 
-/* The name of every MACT_KERNELS_* choice (mact.h), by value: what $MACT_KERNELS says and what its error lists */
+/* The name of every MACT_KERNELS_* choice (mact.h), by value: what $MACT_KERNELS says and what its error lists; the
+ * bindings read it through mact_kernels_str */
 static const char *const kernel_names[] = {
     [MACT_KERNELS_AUTO] = "auto",
     [MACT_KERNELS_REF] = "ref",
@@ -19,6 +20,8 @@ static const char *const kernel_names[] = {
     [MACT_KERNELS_ARM_I8MM] = "neon-i8mm",
 };
 #define N_KERNEL_NAMES (int)(sizeof kernel_names / sizeof kernel_names[0])
+
+const char *mact_kernels_str(mact_kernels k) { return (unsigned)k < (unsigned)N_KERNEL_NAMES ? kernel_names[k] : NULL; }
 
 /* $MACT_KERNELS -> the choice, or -1 with err naming the choices ("a, b or c") */
 static int kernels_from_env(const char *e, char *err, size_t errlen)

@@ -18,12 +18,12 @@
 #include <grpc/support/time.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "base/err.h"
 
 #define MSG_CAP 512
 #define KEY_CAP 512
@@ -48,15 +48,6 @@ struct mact_lr_grpc {
     worker *w;
     atomic_int stopping;
 };
-
-static void set_err(char *err, size_t el, const char *fmt, ...)
-{
-    if (!err || !el) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, el, fmt, ap);
-    va_end(ap);
-}
 
 static gpr_timespec after_ms(int ms)
 {
@@ -355,25 +346,25 @@ int mact_lr_grpc_start(const mact_lr_grpc_options *o, const mact_lr_handlers *h,
 {
     *out = NULL;
     const char *host = o->host && *o->host ? o->host : "127.0.0.1";
-    if (o->port < 0 || o->port > 65535) { set_err(err, el, "lerobot: port %d is not in 0..65535", o->port); return -1; }
-    if (o->threads < 0 || o->threads > 256) { set_err(err, el, "lerobot: threads %d is not in 0..256", o->threads); return -1; }
-    if (o->idle_timeout_s < 0 || o->drain_timeout_s < 0) { set_err(err, el, "lerobot: a negative timeout"); return -1; }
+    if (o->port < 0 || o->port > 65535) return mact_errf(err, el, -1, "lerobot: port %d is not in 0..65535", o->port);
+    if (o->threads < 0 || o->threads > 256) return mact_errf(err, el, -1, "lerobot: threads %d is not in 0..256", o->threads);
+    if (o->idle_timeout_s < 0 || o->drain_timeout_s < 0) return mact_errf(err, el, -1, "lerobot: a negative timeout");
     size_t max_message = o->max_message ? o->max_message : 4u << 20;
     if (max_message > INT_MAX || max_message < 1024) {
-        set_err(err, el, "lerobot: max_message %zu is not in 1 KiB..2 GiB (gRPC's limit is an int)", max_message);
+        mact_errf(err, el, -1, "lerobot: max_message %zu is not in 1 KiB..2 GiB (gRPC's limit is an int)", max_message);
         return -1;
     }
     size_t klen = o->api_key ? strlen(o->api_key) : 0;
-    if (klen >= KEY_CAP) { set_err(err, el, "lerobot: the API key is longer than %d bytes", KEY_CAP - 1); return -1; }
+    if (klen >= KEY_CAP) return mact_errf(err, el, -1, "lerobot: the API key is longer than %d bytes", KEY_CAP - 1);
     char addr[300];
     int bracket = strchr(host, ':') && host[0] != '[';  /* an IPv6 literal */
     if (snprintf(addr, sizeof addr, bracket ? "[%s]:%d" : "%s:%d", host, o->port) >= (int)sizeof addr) {
-        set_err(err, el, "lerobot: host name too long");
+        mact_errf(err, el, -1, "lerobot: host name too long");
         return -1;
     }
 
     mact_lr_grpc *g = calloc(1, sizeof *g);
-    if (!g) { set_err(err, el, "lerobot: out of memory"); return -1; }
+    if (!g) return mact_errf(err, el, -1, "lerobot: out of memory");
     g->h = *h;
     g->max_payload = o->max_payload ? o->max_payload : (size_t)64 << 20;
     g->max_message = max_message;
@@ -384,7 +375,7 @@ int mact_lr_grpc_start(const mact_lr_grpc_options *o, const mact_lr_handlers *h,
     g->nw = o->threads ? o->threads : 8;
     g->w = calloc((size_t)g->nw, sizeof *g->w);
     grpc_init();
-    if (!g->w) { set_err(err, el, "lerobot: out of memory"); teardown(g, 0); return -1; }
+    if (!g->w) { mact_errf(err, el, -1, "lerobot: out of memory"); teardown(g, 0); return -1; }
 
     grpc_arg args[6];
     memset(args, 0, sizeof args);
@@ -412,7 +403,7 @@ int mact_lr_grpc_start(const mact_lr_grpc_options *o, const mact_lr_handlers *h,
     int port = grpc_server_add_http2_port(g->server, addr, cr);
     grpc_server_credentials_release(cr);
     if (port <= 0) {
-        set_err(err, el, "lerobot: cannot listen on %s (the port is in use, or the host is not an address of this machine)", addr);
+        mact_errf(err, el, -1, "lerobot: cannot listen on %s (the port is in use, or the host is not an address of this machine)", addr);
         teardown(g, 0);
         return -1;
     }
@@ -420,7 +411,7 @@ int mact_lr_grpc_start(const mact_lr_grpc_options *o, const mact_lr_handlers *h,
     grpc_server_start(g->server);
     for (int i = 0; i < g->nw; i++) {
         if (pthread_create(&g->w[i].th, NULL, worker_main, &g->w[i])) {
-            set_err(err, el, "lerobot: cannot start worker thread %d", i);
+            mact_errf(err, el, -1, "lerobot: cannot start worker thread %d", i);
             teardown(g, 1);
             return -1;
         }

@@ -329,7 +329,8 @@ static void *loader_main(void *arg)
     srv_state *S = &SV->st;   /* written here, before `ready`; read-only after */
     int nw = SV->nw;
     char err[1024];
-    mact_load_options lo = {.precision = S->c.precision, .pack_cache_dir = S->c.pack_cache};
+    mact_load_options lo = {.precision = S->c.precision, .pack_cache_dir = S->c.pack_cache,
+                            .int8_parts = S->c.int8_parts};
     if (mact_model_load(S->c.model_dir, &lo, &S->m, err, sizeof err)) goto fail;
     mact_model_get_info(S->m, &S->mi);
     /* the default tag as mact_predict reads it (the model parsed norm_stats.json at load) */

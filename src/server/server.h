@@ -51,6 +51,7 @@ typedef struct {
     srv_keys yam_keys;               /* /act: used when the body has the first YAM camera key */
     const char *norm_tag;            /* NULL: the checkpoint's only tag */
     mact_precision precision;
+    unsigned int8_parts;             /* INT8: MACT_PART_* quantized (0: the library's default) */
     const char *pack_cache;
     int log_requests;                /* one line per request on stderr */
     /* vla-eval: with replan_steps K > 0, infer again once K rows of the current chunk were served, guided (RTC)

@@ -134,15 +134,34 @@ class Lowlevel(unittest.TestCase):
                            capture_output=True, text=True, cwd=DIR)
         self.assertEqual(r.stdout.strip(), "[]", r.stderr)
 
+    def test_kernel_names(self):
+        # the kernels' names come from the library (mact_kernels_str), by value: what the header's enum says beside them
+        hdr = open(os.path.join(REPO, "include", "mact.h")).read()
+        enum = hdr[hdr.index("MACT_KERNELS_AUTO = 0"):hdr.index("} mact_kernels;")]
+        want = re.findall(r'/\* "([^"]+)"', enum)
+        lib = self.policy.library
+        self.assertEqual(lib.kernel_names, dict(enumerate(want)))
+        self.assertIsNone(lib.mact_kernels_str(len(want)))
+        self.assertIsNone(lib.mact_kernels_str(-1))
+        self.assertIn(self.policy.info.kernels, want[1:])
+        with self.assertRaises(mact.InputError) as cm:
+            mact.Policy.from_pretrained(MODEL, kernels="sse9")
+        self.assertIn(", ".join(want), str(cm.exception))
+
     def test_version(self):
         hdr = open(os.path.join(REPO, "include", "mact.h")).read()
         v = re.search(r'#define MACT_VERSION_STRING "([^"]+)"', hdr).group(1)
-        self.assertEqual(mact.__version__, v)
+        # the package reports the library's version: both come from include/mact.h, the one place it is stated
         self.assertEqual(self.policy.library.version, v)
-        # the Python side states it once, in python/mact/_version.py, which pyproject.toml reads
-        from mact import _version
-        self.assertEqual(_version.__version__, v)
+        self.assertEqual(mact.__version__, self.policy.library.version)
         self.assertEqual(mact.HEADER_VERSION, tuple(int(x) for x in v.split(".")))
+        # python/mact/_version.py is what make writes from the header, not a second copy kept in git
+        from mact import _version
+        self.assertIn("include/mact.h", _version.__doc__)
+        git = subprocess.run(["git", "-C", REPO, "ls-files", "--error-unmatch", "python/mact/_version.py"],
+                             capture_output=True, text=True)
+        if "not a git repository" not in git.stderr:
+            self.assertNotEqual(git.returncode, 0, "python/mact/_version.py is tracked: the version is stated twice")
         pyproject = open(os.path.join(REPO, "python", "pyproject.toml")).read()
         self.assertIn('dynamic = ["version"]', pyproject)
         self.assertIn('version = {attr = "mact._version.__version__"}', pyproject)

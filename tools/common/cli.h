@@ -1,10 +1,13 @@
-/* The CLI's shared front end: one table-driven flag parser, strict float lists, image files, and the charts
- * (tools/common/chart.c). Every command file parses its flags with cli_parse and calls one library function. */
+/* The CLI's shared front end: one table-driven flag parser, strict number lists, image and .npy files, the cache
+ * folder, and the charts (tools/common/chart.c). Every command file parses its flags with cli_parse and calls one
+ * library function. */
 #ifndef MACT_TOOLS_CLI_H
 #define MACT_TOOLS_CLI_H
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "mact.h"
+#include "io/image.h"
 
 typedef enum {
     CLI_STR,     /* const char **dst = the value */
@@ -14,7 +17,11 @@ typedef enum {
     CLI_U64,     /* uint64_t *dst */
     CLI_FLAG,    /* int *dst = 1, no value */
     CLI_ATOI,    /* int *dst = atoi(value): the lax flags kept as they were */
-    CLI_FN,      /* fn(value, dst, err, errlen): 0, or -1 with err set (printed), or -2: the usage */
+    CLI_FN,      /* fn(value, dst, err, errlen): 0, or -1 with err set (printed; left empty: "NAME is CHOICES"), or
+                  * -2: the usage */
+    CLI_THREADS, /* int *dst in [0, MACT_MAX_THREADS], then at most the online CPUs (base/parse.h) */
+    CLI_BUF,     /* char dst[cap] = a copy of the value; cap bytes or more: "NAME: longer than CAP-1 bytes" */
+    CLI_HELP,    /* int *dst = 1, no value, and the rest of argv is not read (-h / --help) */
 } cli_kind;
 
 typedef struct {
@@ -22,25 +29,57 @@ typedef struct {
     cli_kind kind;
     void *dst;
     double lo, hi;               /* CLI_INT, CLI_F64 */
-    int *count, cap;             /* CLI_LIST */
+    int *count, cap;             /* CLI_LIST (count, cap), CLI_BUF (cap) */
     int (*fn)(const char *value, void *dst, char *err, size_t errlen);
     int *seen;                   /* set to 1 when given (may be NULL) */
+    const char *choices;         /* CLI_FN: what the refusal of a value lists ("identity or vjp") */
 } cli_opt;
 
 /* One table row: CLI_O("--horizon", CLI_INT, &h, .lo = 1, .hi = 256); the table ends with {0}. */
 #define CLI_O(flag, k, d, ...) {.name = (flag), .kind = (k), .dst = (d), __VA_ARGS__}
 
+/* cli_parse's flags */
+enum {
+    CLI_EQ = 1,           /* also accept --name=value */
+    CLI_SAY_UNKNOWN = 2,  /* an unknown flag (or an argument where none is taken): "prog: unknown option X" first */
+    CLI_SAY_MISSING = 4,  /* a flag without its value: "prog: X needs a value" first */
+};
+
 /* Parses argv against opts (terminated by a NULL name); arguments not starting with '-' go to pos (at most max_pos;
- * NULL: none allowed). eq: also accept --name=value. Returns 0, or 2 after printing "prog: message" to stderr (a bad
- * value), or the usage() result (an unknown flag, a missing value, too many positionals). */
+ * NULL: none allowed). flags: CLI_EQ | CLI_SAY_*. Returns 0 (also at a CLI_HELP flag, which ends the parse), or 2
+ * after printing "prog: message" to stderr (a bad value), or the usage() result (an unknown flag, a missing value,
+ * too many positionals; 2 when usage is NULL). */
 int cli_parse(const char *prog, int argc, char **argv, const cli_opt *opts, const char **pos, int max_pos, int *n_pos,
-              int eq, int (*usage)(void));
+              int flags, int (*usage)(void));
 
 /* "0.1, -0.2 0.3" or "[0.1,-0.2,0.3]": numbers separated by commas and/or spaces, each strictly a finite decimal
  * number. -1: not a number (bad set to it), -2: over cap, -3: finite but outside float32's range (bad set to it). */
 int cli_parse_floats(const char *s, float *out, int cap, int *n, char *bad, size_t badcap);
 /* "1,2,3" (or with spaces / brackets): integers in [lo, hi], at most cap. 0, -1: not such a list, -2: over cap. */
 int cli_parse_ints(const char *s, int lo, int hi, int *out, int cap, int *n);
+
+/* CLI_FN for a mact_rtc_schedule / mact_rtc_guidance by name (the refusal lists the row's .choices) */
+int cli_rtc_schedule(const char *s, void *dst, char *err, size_t errlen);
+int cli_rtc_guidance(const char *s, void *dst, char *err, size_t errlen);
+
+/* CLI_FN for --precision: fp32, bf16 or int8 (not "default") into a mact_precision; else
+ * "--precision is fp32, bf16 or int8" */
+int cli_precision(const char *s, void *dst, char *err, size_t errlen);
+/* --int8-parts: "llm,vision,expert" (any subset) or "all" -> unsigned MACT_PART_* bits */
+int cli_int8_parts(const char *s, void *dst, char *err, size_t errlen);
+
+/* The n image files (PNG, JPEG, HxWx3 .npy) as frames: imgs[n] own the pixels (cli_frames_free, also after a
+ * failure), fr[n] point into them. 0, or -1 after printing "prog: --image PATH: why". */
+int cli_frames_load(const char *prog, const char *const *paths, int n, mact_image *imgs, mact_frame *fr);
+void cli_frames_free(mact_image *imgs, int n);
+
+/* The .npy file at path as float32 values (*out malloc'd, *n of them); ndim / shape (may be NULL): its shape
+ * (shape has room for 8). 0, or -1 with err set. */
+int cli_npy_f32(const char *path, float **out, size_t *n, int *ndim, int64_t *shape, char *err, size_t errlen);
+
+/* out = $MACT_CACHE/name, else $HOME/.cache/mact/name (./.cache/mact/name without HOME): the folder that keeps
+ * what `mact demo` and `mact bench` synthesize once */
+void cli_cache_dir(char *out, size_t cap, const char *name);
 
 /* ---- charts (tools/common/chart.c, cairo) ---- */
 
