@@ -50,21 +50,46 @@ static float select_kth(float *a, int64_t n, int64_t k)
     return a[k];
 }
 
-int mact_i8_find_outliers(const float *x, int64_t ldx, int64_t M, int64_t K, float *colmax, float *tmp, int32_t *idx,
-                          int cap)
+typedef struct {
+    const float *x;
+    int64_t ldx, M, K;
+    float *colmax;
+    float probe[MACT_I8_SCAN_TASKS];
+} scan_job;
+
+/* the column maxima of one block of columns over every row, and x * 0 summed there: NaN exactly when some
+ * value is not finite */
+static void scan_task(void *arg, int64_t b, int tid)
 {
-    if (M <= 0 || K < 2 * MACT_I8_OUTLIER_MIN_K) return 0;
-    for (int64_t k = 0; k < K; k++) colmax[k] = 0.f;
-    float probe = 0.f;  /* x * 0 summed: NaN exactly when some value is not finite */
-    for (int64_t m = 0; m < M; m++) {
-        const float *r = x + m * ldx;
-        for (int64_t k = 0; k < K; k++) {
+    (void)tid;
+    scan_job *j = arg;
+    const int64_t per = (j->K + MACT_I8_SCAN_TASKS - 1) / MACT_I8_SCAN_TASKS, k0 = b * per,
+                  k1 = k0 + per < j->K ? k0 + per : j->K;
+    float *cm = j->colmax, probe = 0.f;
+    for (int64_t k = k0; k < k1; k++) cm[k] = 0.f;
+    for (int64_t m = 0; m < j->M; m++) {
+        const float *r = j->x + m * j->ldx;
+        for (int64_t k = k0; k < k1; k++) {
             const float a = fabsf(r[k]);
-            colmax[k] = a > colmax[k] ? a : colmax[k];
+            cm[k] = a > cm[k] ? a : cm[k];
             probe += 0.f * r[k];
         }
     }
-    if (probe != 0.f) return 0;  /* a non-finite input keeps the plain path (and its NaN outputs) */
+    j->probe[b] = probe;
+}
+
+int mact_i8_find_outliers(const mact_kctx *kc, const float *x, int64_t ldx, int64_t M, int64_t K, float *colmax,
+                          float *tmp, int32_t *idx, int cap)
+{
+#ifdef MACT_I8_NO_SPLIT  /* a build for measuring the split's effect (docs/parity.md), never the default */
+    return 0;
+#endif
+    if (M <= 0 || K < 2 * MACT_I8_OUTLIER_MIN_K) return 0;
+    scan_job sj = {x, ldx, M, K, colmax, {0}};
+    if (kc) mact_kctx_run(kc, MACT_I8_SCAN_TASKS, M * K > 65536, scan_task, &sj);
+    else for (int b = 0; b < MACT_I8_SCAN_TASKS; b++) scan_task(&sj, b, 0);
+    for (int b = 0; b < MACT_I8_SCAN_TASKS; b++)
+        if (sj.probe[b] != 0.f) return 0;  /* a non-finite input keeps the plain path (and its NaN outputs) */
     memcpy(tmp, colmax, (size_t)K * sizeof *tmp);
     const float med = select_kth(tmp, K, K / 2);
     if (!(med > 0.f)) return 0;
@@ -121,7 +146,7 @@ int mact_i8_split_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *
     if (!buf) return 0;  /* out of memory: the plain int8 path */
     float *xs = buf, *colmax = xs + M * K, *tmp = colmax + K, *xo = tmp + K;
     int32_t idx[MACT_I8_MAX_OUTLIERS];
-    const int n_out = mact_i8_find_outliers(x, ldx, M, K, colmax, tmp, idx, cap);
+    const int n_out = mact_i8_find_outliers(kc, x, ldx, M, K, colmax, tmp, idx, cap);
     if (!n_out) return 0;
     for (int64_t m = 0; m < M; m++) {
         memcpy(xs + m * K, x + m * ldx, (size_t)K * sizeof *xs);

@@ -83,13 +83,14 @@ size_t mact_gemm_scratch1(int64_t M);
 #define MACT_I8_OUTLIER_RATIO 6.0f
 #define MACT_I8_MAX_OUTLIERS 64
 #define MACT_I8_OUTLIER_MIN_K 32
+#define MACT_I8_SCAN_TASKS 16    /* column blocks of the detector's scan (kc's pool; the result never depends on it) */
 int mact_i8_split_cap(int64_t K);
 /* bytes of scratch buffer 2 a split of M rows over K needs */
 size_t mact_i8_split_scratch(int64_t M, int64_t K);
 /* the outlier columns of x[M, K] (ascending, at most cap) into idx; 0 when none stands out or x holds a
- * non-finite value. colmax and tmp: K floats each. */
-int mact_i8_find_outliers(const float *x, int64_t ldx, int64_t M, int64_t K, float *colmax, float *tmp, int32_t *idx,
-                          int cap);
+ * non-finite value. colmax and tmp: K floats each. kc: the pool the scan runs on (NULL: this thread). */
+int mact_i8_find_outliers(const mact_kctx *kc, const float *x, int64_t ldx, int64_t M, int64_t K, float *colmax,
+                          float *tmp, int32_t *idx, int cap);
 
 /* Fused epilogues of the weight GEMMs: y = x W^T + bias, then */
 enum {

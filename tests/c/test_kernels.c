@@ -561,7 +561,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
     int32_t oidx[MACT_I8_MAX_OUTLIERS];
     float *cm = malloc(sizeof(float) * (size_t)K), *tm = malloc(sizeof(float) * (size_t)K);
     float *xq = malloc(sizeof(float) * (size_t)(M * ldx + 1));
-    const int n_out = mact_i8_find_outliers(x, ldx, M, K, cm, tm, oidx, mact_i8_split_cap(K));
+    const int n_out = mact_i8_find_outliers(NULL, x, ldx, M, K, cm, tm, oidx, mact_i8_split_cap(K));
     memcpy(xq, x, sizeof(float) * (size_t)(M * ldx));
     for (int64_t m = 0; m < M; m++)
         for (int o = 0; o < n_out; o++) xq[m * ldx + oidx[o]] = 0.f;
@@ -693,16 +693,16 @@ static void check_int8_split(void)
     int32_t idx[MACT_I8_MAX_OUTLIERS];
     for (int64_t i = 0; i < M * K; i++) x[i] = rnorm();
     const int cap = mact_i8_split_cap(K);
-    int n0 = mact_i8_find_outliers(x, K, M, K, cm, tm, idx, cap);
+    int n0 = mact_i8_find_outliers(NULL, x, K, M, K, cm, tm, idx, cap);
     const int64_t planted[3] = {7, 200, 451};
     const float S = 20.f;
     for (int64_t m = 0; m < M; m++)
         for (int j = 0; j < 3; j++) x[m * K + planted[j]] *= S;
-    int n3 = mact_i8_find_outliers(x, K, M, K, cm, tm, idx, cap);
+    int n3 = mact_i8_find_outliers(NULL, x, K, M, K, cm, tm, idx, cap);
     int found = n3 == 3 && idx[0] == planted[0] && idx[1] == planted[1] && idx[2] == planted[2];
     const float keep = x[5 * K + 9];
     x[5 * K + 9] = NAN;
-    int nnan = mact_i8_find_outliers(x, K, M, K, cm, tm, idx, cap);
+    int nnan = mact_i8_find_outliers(NULL, x, K, M, K, cm, tm, idx, cap);
     x[5 * K + 9] = keep;
     TH_CHECK("int8_split_detector", n0 == 0 && found && nnan == 0 && cap == 16,
              "Gaussian: %d columns (want 0); planted 7/200/451 x %g: %d found [%d %d %d]; with a NaN: %d (want 0); cap %d",
@@ -712,7 +712,7 @@ static void check_int8_split(void)
     for (int64_t i = 0; i < M * K; i++) x2[i] = rnorm();
     for (int64_t m = 0; m < M; m++)
         for (int j = 0; j < 20; j++) x2[m * K + 10 + 20 * j] = (10.f + (float)j) * (m % 2 ? 1.f : -1.f) * 4.f;
-    int nc = mact_i8_find_outliers(x2, K, M, K, cm, tm, idx, cap);
+    int nc = mact_i8_find_outliers(&g_kc[MACT_ISA_SCALAR][MACT_PRECISION_FP32], x2, K, M, K, cm, tm, idx, cap);
     int top_ok = nc == cap;
     for (int i = 0; i < nc; i++) top_ok &= idx[i] >= 10 + 20 * 4 && (idx[i] - 10) % 20 == 0;
     TH_CHECK("int8_split_cap_keeps_largest", top_ok, "%d columns kept (cap %d), the smallest kept %d", nc, cap,
