@@ -285,23 +285,31 @@ EOF
 if [ -d "$T/tiny_out" ]; then
     parity_case outliers "$T/tiny_out" --n-images 2
     # int8 as shipped (the LLM quantized, its outlier channels split off) at run_mode's gates on every boundary but
-    # vision (bf16 there; the ViT's planted channels move the grid sampler's points, cosine ~0.998 in bf16 too)
-    "$MACT" parity "$T/golden_outliers" --model "$T/tiny_out" --precision int8 --cos-min 0.99 --tol-informational \
+    # vision, which stays bf16 in this mode: its row must equal the bf16 run's digit for digit (the ViT's planted
+    # channels move the grid sampler's points, so bf16 vision itself lands anywhere in cosine 0.97-0.999 here)
+    "$MACT" parity "$T/golden_outliers" --model "$T/tiny_out" --precision int8 --cos-min 0.5 --tol-informational \
         --abs-tol 0.25 --vjp-abs-tol 0.75 >"$T/out_int8.log" 2>&1
+    "$MACT" parity "$T/golden_outliers" --model "$T/tiny_out" --precision bf16 --cos-min 0.5 --tol-informational \
+        --abs-tol 0.25 >"$T/out_bf16.log" 2>&1
     low=$(awk '$NF == "PASS" && $1 != "vision" && $3 < 0.999 {print $1 "/" $2 " " $3}' "$T/out_int8.log")
-    if grep -q "^parity: .* 0 failed" "$T/out_int8.log" && [ -z "$low" ]; then
-        echo "PASS synth_outliers_int8 ($(awk '$1 == "e2e" {print "e2e actions cosine " $3 ", max abs " $4}' "$T/out_int8.log"); gates: cosine >= 0.999 past vision, actions max abs <= 0.25)"
+    v8=$(awk '$1 == "vision" {print $3, $4}' "$T/out_int8.log"); v16=$(awk '$1 == "vision" {print $3, $4}' "$T/out_bf16.log")
+    if grep -q "^parity: .* 0 failed" "$T/out_int8.log" && [ -z "$low" ] && [ -n "$v8" ] && [ "$v8" = "$v16" ]; then
+        echo "PASS synth_outliers_int8 ($(awk '$1 == "e2e" {print "e2e actions cosine " $3 ", max abs " $4}' "$T/out_int8.log"); vision = bf16's ($v8); gates: cosine >= 0.999 past vision, actions max abs <= 0.25)"
     else
-        echo "FAIL synth_outliers_int8: ${low:-}"; grep -E "FAIL|could not|parity:" "$T/out_int8.log" | head -6 | sed 's/^/    /'
+        echo "FAIL synth_outliers_int8: ${low:-} vision int8 '$v8' bf16 '$v16'"
+        grep -E "FAIL|could not|parity:" "$T/out_int8.log" | head -6 | sed 's/^/    /'
     fi
-    # every component int8: a gate that catches a broken int8 vision or expert path (garbage, NaN), not an accuracy
-    # claim (that is docs/parity.md's table at real widths)
-    "$MACT" parity "$T/golden_outliers" --model "$T/tiny_out" --precision int8 --int8-parts all --cos-min 0.9 \
+    # every component int8: a gate that catches a broken int8 vision or expert path (garbage, NaN: cosine near 0),
+    # not an accuracy claim (that is docs/parity.md's table at real widths): vision cosine >= 0.5 (the sampler's
+    # points amplify its error, see above), every other row >= 0.99, actions max abs <= 0.5
+    "$MACT" parity "$T/golden_outliers" --model "$T/tiny_out" --precision int8 --int8-parts all --cos-min 0.5 \
         --tol-informational --abs-tol 0.5 --vjp-abs-tol 1.5 >"$T/out_int8_all.log" 2>&1
-    if grep -q "^parity: .* 0 failed" "$T/out_int8_all.log" && grep -q "int8 components vision,llm,expert" "$T/out_int8_all.log"; then
-        echo "PASS synth_outliers_int8_all ($(awk '$1 == "vision" {print "vision cosine " $3} $1 == "e2e" {print ", e2e actions cosine " $3 ", max abs " $4}' "$T/out_int8_all.log" | tr -d '\n'); gates: cosine >= 0.9, actions max abs <= 0.5)"
+    low=$(awk '$NF == "PASS" && $1 != "vision" && $3 < 0.99 {print $1 "/" $2 " " $3}' "$T/out_int8_all.log")
+    if grep -q "^parity: .* 0 failed" "$T/out_int8_all.log" && [ -z "$low" ] &&
+       grep -q "int8 components vision,llm,expert" "$T/out_int8_all.log"; then
+        echo "PASS synth_outliers_int8_all ($(awk '$1 == "vision" {print "vision cosine " $3} $1 == "e2e" {print ", e2e actions cosine " $3 ", max abs " $4}' "$T/out_int8_all.log" | tr -d '\n'); gates: vision cosine >= 0.5, the rest >= 0.99, actions max abs <= 0.5)"
     else
-        echo "FAIL synth_outliers_int8_all:"; grep -E "FAIL|could not|parity:|precision" "$T/out_int8_all.log" | head -6 | sed 's/^/    /'
+        echo "FAIL synth_outliers_int8_all: ${low:-}"; grep -E "FAIL|could not|parity:|precision" "$T/out_int8_all.log" | head -6 | sed 's/^/    /'
     fi
 fi
 

@@ -811,6 +811,17 @@ static void stop_own(srv *S, int upto)
         if (S->own_started[p]) { srv_protocols[p]->stop(S); S->own_started[p] = 0; }
 }
 
+/* a start that failed before any thread ran: what srv_run allocated so far (the exit path's frees, minus
+ * the threads, sessions and connections that do not exist yet) */
+static int start_failed(srv *S)
+{
+    free(S->w);
+    free(S->wt);
+    if (S->cl) srv_connlim_free(S->cl);
+    free(S);
+    return 1;
+}
+
 int srv_run(const srv_config *cfg)
 {
     srv *S = calloc(1, sizeof *S);
@@ -832,13 +843,13 @@ int srv_run(const srv_config *cfg)
         size_t n;
         if (mact_file_read_text(cfg->api_key_file, sizeof S->key - 1, &k, &n, kerr, sizeof kerr)) {
             fprintf(stderr, "mact serve: --api-key-file: %s\n", kerr);
-            return 1;
+            return start_failed(S);
         }
         while (n && (k[n - 1] == '\n' || k[n - 1] == '\r' || k[n - 1] == ' ')) n--;
         memcpy(S->key, k, n);
         S->keylen = n;
         free(k);
-        if (!n) { fprintf(stderr, "mact serve: --api-key-file %s is empty\n", cfg->api_key_file); return 1; }
+        if (!n) { fprintf(stderr, "mact serve: --api-key-file %s is empty\n", cfg->api_key_file); return start_failed(S); }
     }
     sigset_t set;
     sigemptyset(&set);
@@ -866,9 +877,9 @@ int srv_run(const srv_config *cfg)
         }
     }
     S->cl = srv_connlim_new(S->st.c.max_conns, S->st.c.max_conns_per_ip);
-    if (!S->cl) { fprintf(stderr, "mact serve: out of memory\n"); return 1; }
+    if (!S->cl) { fprintf(stderr, "mact serve: out of memory\n"); return start_failed(S); }
     S->ctx = lws_create_context(&ci);
-    if (!S->ctx) { fprintf(stderr, "mact serve: lws_create_context failed\n"); return 1; }
+    if (!S->ctx) { fprintf(stderr, "mact serve: lws_create_context failed\n"); return start_failed(S); }
     for (int p = 0; p < SRV_NPROTO; p++) {
         if (!cfg->port[p]) continue;
         if (srv_protocols[p]->transport == SRV_OWN) {
@@ -877,7 +888,7 @@ int srv_run(const srv_config *cfg)
                 fprintf(stderr, "mact serve: cannot listen on %s:%d (%s): %s\n", cfg->host, cfg->port[p], PROTO_NAME(p), err);
                 stop_own(S, p);
                 lws_context_destroy(S->ctx);
-                return 1;
+                return start_failed(S);
             }
             S->own_started[p] = 1;
             fprintf(stderr, "mact serve: %s on %s:%d\n", PROTO_NAME(p), cfg->host, cfg->port[p]);
@@ -900,7 +911,7 @@ int srv_run(const srv_config *cfg)
             fprintf(stderr, "mact serve: cannot listen on %s:%d (%s)\n", cfg->host, cfg->port[p], PROTO_NAME(p));
             stop_own(S, SRV_NPROTO);
             lws_context_destroy(S->ctx);
-            return 1;
+            return start_failed(S);
         }
         fprintf(stderr, "mact serve: %s on %s:%d\n", PROTO_NAME(p), cfg->host, cfg->port[p]);
     }
