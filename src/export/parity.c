@@ -409,8 +409,10 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
     if (!num_steps) num_steps = m->cfg.flow_steps;
     report rp = {.out = out, .o = o};
     char parts[64];
-    fprintf(out, "precision: %s%s%s\n", mact_precision_str(lo.precision), m->int8_parts ? ", int8 components " : "",
-            m->int8_parts ? mact_int8_parts_str(m->int8_parts, parts, sizeof parts) : "");
+    fprintf(out, "precision: %s%s%s%s%s\n", mact_precision_str(lo.precision),
+            m->kprec != (mact_precision)lo.precision ? " computed as " : "",
+            m->kprec != (mact_precision)lo.precision ? mact_precision_str(m->kprec) : "",
+            m->int8_parts ? ", int8 components " : "", m->int8_parts ? mact_int8_parts_str(m->int8_parts, parts, sizeof parts) : "");
     fprintf(out, "%-16s %-16s %12s %12s %12s %-6s %s\n", "context", "output", "cosine", "max_abs_err", "max|ref|",
             "in_tol", "result");
     run_vision(&rp, s, golden_dir);
