@@ -448,6 +448,14 @@ int srv_mp_frame(const msgpack_object *o, const srv_config *c, mact_image *img, 
 /* The bytes srv_json_parse's scan stops at outside strings; every other byte is skipped by one table lookup. */
 static const uint8_t JS_MARK[256] = {['"'] = 1, ['['] = 1, ['{'] = 1, [']'] = 1, ['}'] = 1, ['N'] = 1, ['I'] = 1};
 
+/* The first byte at or after i that JS_MARK names (n if none). */
+static size_t js_plain_end(const uint8_t *u, size_t n, size_t i)
+{
+    const uint8_t *e = u + i, *end = u + n;
+    while (e != end && !JS_MARK[*e]) e++;
+    return (size_t)(e - u);
+}
+
 /* From just after a string's opening quote at i: the index of its closing quote (n if it has none). memchr, not a
  * byte loop: a json_numpy body is megabytes of base64 inside strings. *bs caches the next backslash at or after
  * i ((size_t)-1: not looked for yet), so a body of many short strings without one is searched once, not once
@@ -474,7 +482,7 @@ cJSON *srv_json_parse(const char *p, size_t n, int max_depth, char *err, size_t 
     size_t extra = 0, bs = (size_t)-1;
     int depth = 0;
     for (size_t i = 0; i < n; i++) {
-        while (i < n && !JS_MARK[u[i]]) i++;
+        i = js_plain_end(u, n, i);
         if (i >= n) break;
         char ch = p[i];
         if (ch == '"') i = js_str_end(p, n, i + 1, &bs);
@@ -489,8 +497,7 @@ cJSON *srv_json_parse(const char *p, size_t n, int max_depth, char *err, size_t 
     size_t k = 0;
     bs = (size_t)-1;
     for (size_t i = 0; i < n;) {
-        size_t e = i;   /* a run of plain bytes, copied as they are */
-        while (e < n && !JS_MARK[u[e]]) e++;
+        size_t e = js_plain_end(u, n, i);   /* a run of plain bytes, copied as they are */
         memcpy(q + k, p + i, e - i);
         k += e - i;
         if (e >= n) break;
