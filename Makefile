@@ -246,7 +246,7 @@ install: $(BUILD)/libmact.a $(BUILD)/libmact.so $(BUILD)/mact $(BUILD)/mact.pc $
 # read from fuzz/corpus/<target>, a crash leaves build/fuzz/<target>-crash-* and fails the run.
 FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null || echo clang)
 FUZZ_SECONDS ?= 60
-FUZZ_SERVE   := $(if $(SERVER),wire serve_openpi serve_act serve_vla)
+FUZZ_SERVE   := $(if $(SERVER),wire serve_openpi serve_act serve_vla serve_route)
 FUZZ_LR      := $(if $(SERVER),lr_proto pickle)
 FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video $(FUZZ_SERVE) $(FUZZ_LR)
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \

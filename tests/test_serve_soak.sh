@@ -3,8 +3,10 @@
 # A soak of mact serve (tests/serve/soak.py): MACT_SOAK_SECONDS (default 60) of mixed traffic on openpi, /act and
 # vla-eval (good requests, faults, clients that vanish, bursts answered busy at --queue 2) against one server:
 # every good request answered and bitwise equal to the first answer of its input; RSS, open fds and threads flat
-# after warm-up (from /proc); nothing in the log but request lines; SIGTERM exits 0. docs/serving.md "Soak" has
-# the numbers of a run.
+# after warm-up (from /proc); nothing in the log but request lines; SIGTERM exits 0. INFO lines: requests per
+# protocol, peak RSS, RSS / fds / threads at warm-up against the end, latency p50 / p99 per protocol early and
+# late, the log's lines by protocol and outcome (the hour's run: MACT_SOAK_SECONDS=3600 tests/run.sh
+# test_serve_soak.sh). docs/serving.md "Soak" has the numbers of runs.
 NAME=serve_soak
 . "$(dirname "$0")/serve/lib.sh"
 SECS=${MACT_SOAK_SECONDS:-60}

@@ -167,7 +167,7 @@ typedef struct srv_conn {
     /* event-loop thread */
     uint8_t *rx;
     size_t rx_len, rx_cap;
-    int rx_binary, rx_active, is_ws, http_post, http_oversize;
+    int rx_binary, rx_active, is_ws, http_oversize;
     int inflight;
     srv_msg *backlog, *backlog_tail;
     int n_backlog;
@@ -254,6 +254,52 @@ int srv_mp_request(const srv_state *S, int proto, const msgpack_object *obs, srv
 int srv_mp_unpack(const srv_state *S, srv_job *j, msgpack_unpacked *u, char *err, size_t el);
 /* the outcome of a failed decode (rc -1 or SRV_EINTERNAL) */
 static inline srv_outcome srv_decode_outcome(int rc) { return rc == SRV_EINTERNAL ? SRV_OC_ERROR : SRV_OC_BAD; }
+
+/* ---- an HTTP request's head as the server reads it (route.c: no libwebsockets, fuzz/fuzz_serve_route.c) ---- */
+typedef struct {
+    const char *method;          /* the request line's: "GET", "POST", ... (NULL: none) */
+    const char *uri;             /* the path as lws gives it (normalised); a "?query" is ignored */
+    const char *authorization;   /* the Authorization header's value; NULL: absent */
+    const char *content_length;  /* the Content-Length header's value; NULL: absent */
+} srv_http_head;
+typedef struct {
+    const srv_config *c;
+    int proto;                   /* the port's protocol */
+    const char *key;             /* the API key; keylen 0: none configured */
+    size_t keylen;
+    int ready, draining;
+} srv_route_ctx;
+typedef enum {
+    SRV_RT_PROBE,                /* /livez, /readyz, /healthz, /health: status, ctype and body are the answer */
+    SRV_RT_METRICS, SRV_RT_CONFIG,   /* GET /metrics, /config: the event loop writes the text */
+    SRV_RT_IDENTITY,             /* GET on the protocol's route */
+    SRV_RT_BODY,                 /* POST on the protocol's route: content_length bytes follow, to run as a request */
+    SRV_RT_REFUSE,               /* 400, 401, 404, 411, 413: status, ctype, body */
+} srv_route_kind;
+typedef struct {
+    srv_route_kind kind;
+    int status;
+    const char *ctype;
+    char body[192];
+    int close_after;             /* close the connection after the answer */
+    int discard_body;            /* a body that follows is not run as a request */
+    srv_outcome outcome;         /* SRV_OC_N: not counted; else counted and logged with log */
+    const char *log;
+    unsigned long long content_length;
+} srv_route;
+typedef struct {
+    const char *status;          /* "401 Unauthorized", ... */
+    char text[128];
+    srv_outcome outcome;         /* SRV_OC_N: not counted; else counted and logged with log */
+    const char *log;
+} srv_upgrade;
+void srv_route_http(const srv_route_ctx *x, const srv_http_head *h, srv_route *r);
+/* a WebSocket upgrade on the port (any path: one protocol per port): 0 to take it, -1 refused as u says */
+int srv_route_upgrade(const srv_route_ctx *x, const char *authorization, srv_upgrade *u);
+/* "Api-Key <key>" / "Bearer <key>" (1 when no key is configured or the port's protocol needs none) */
+int srv_route_auth_ok(const srv_route_ctx *x, const char *authorization);
+/* key == cand, in time independent of cand */
+int srv_key_equal(const char *key, size_t keylen, const char *cand, size_t cl);
 
 /* ---- the server, for protocols with their own transport (server.c) ---- */
 const srv_state *srv_get_state(const srv *S);   /* read-only; complete once srv_is_ready */

@@ -13,11 +13,7 @@ int srv_is_draining(const srv *S) { return atomic_load(&S->draining); }
 int srv_key_ok(const srv *S, int proto, const char *key, size_t kl)
 {
     if (!S->keylen || !S->st.c.key_required[proto]) return 1;
-    if (!key) return 0;
-    /* constant time in the key: every byte of the configured key is compared whatever the input */
-    volatile unsigned char d = (unsigned char)(kl != S->keylen);
-    for (size_t i = 0; i < S->keylen; i++) d |= (unsigned char)(S->key[i] ^ (i < kl ? key[i] : 0));
-    return d == 0;
+    return key && srv_key_equal(S->key, S->keylen, key, kl);
 }
 
 const char *srv_api_key(const srv *S, int proto)

@@ -409,22 +409,20 @@ fail:
 }
 
 /* ---- HTTP and WebSocket ---- */
-static int auth_ok(srv *S, struct lws *wsi, int proto)
+static srv_route_ctx route_ctx(srv *S, int proto)
 {
-    if (!S->keylen || !S->st.c.key_required[proto]) return 1;
-    char h[600];
-    int n = lws_hdr_copy(wsi, h, sizeof h, WSI_TOKEN_HTTP_AUTHORIZATION);
-    if (n <= 0) return 0;
-    const char *k = NULL;
-    if (!strncasecmp(h, "Api-Key ", 8)) k = h + 8;
-    else if (!strncasecmp(h, "Bearer ", 7)) k = h + 7;
-    if (!k) return 0;
-    while (*k == ' ') k++;
-    size_t kl = strlen(k);
-    /* constant time in the key: every byte of the configured key is compared whatever the input */
-    volatile unsigned char d = (unsigned char)(kl != S->keylen);
-    for (size_t i = 0; i < S->keylen; i++) d |= (unsigned char)(S->key[i] ^ (i < kl ? k[i] : 0));
-    return d == 0;
+    return (srv_route_ctx){.c = &S->st.c, .proto = proto, .key = S->key, .keylen = S->keylen,
+                           .ready = atomic_load(&S->ready), .draining = atomic_load(&S->draining)};
+}
+
+/* a header's whole value (lws joins a repeated one with commas), malloc'd; NULL when absent or empty */
+static char *hdr_dup(struct lws *wsi, enum lws_token_indexes t)
+{
+    int n = lws_hdr_total_length(wsi, t);
+    if (n <= 0) return NULL;
+    char *v = malloc((size_t)n + 1);
+    if (v && lws_hdr_copy(wsi, v, n + 1, t) < 0) { free(v); v = NULL; }
+    return v;
 }
 
 static void http_reply(srv *S, srv_conn *c, int status, const char *ctype, const char *body, int close_after)
@@ -523,78 +521,44 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
     srv_conn *c = pss->conn;
     c->wsi = wsi;
     rx_reset(c);
-    c->http_post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
-    c->http_oversize = 0;
-    int is_get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
-    int ready = atomic_load(&S->ready) && !atomic_load(&S->draining);
-    char path[256];
-    snprintf(path, sizeof path, "%s", uri ? uri : "/");
-    char *q = strchr(path, '?');
-    if (q) *q = 0;
-    if (is_get && !strcmp(path, "/livez")) { http_reply(S, c, 200, "text/plain", "ok\n", 0); return 0; }
-    if (is_get && !strcmp(path, "/readyz")) {
-        http_reply(S, c, ready ? 200 : 503, "text/plain", ready ? "ready\n" : atomic_load(&S->draining) ? "draining\n" : "loading\n", 0);
-        return 0;
+    /* lws's method names, in its LWSHUMETH_* order */
+    static const char *const methods[] = {"GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD", ":path"};
+    char *up = NULL;
+    int ul = 0, mi = lws_http_get_uri_and_method(wsi, &up, &ul);
+    char *auth = hdr_dup(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), *len = hdr_dup(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+    srv_http_head h = {.method = mi >= 0 && mi < (int)(sizeof methods / sizeof *methods) ? methods[mi] : NULL,
+                       .uri = uri, .authorization = auth, .content_length = len};
+    srv_route_ctx x = route_ctx(S, proto);
+    srv_route r;
+    srv_route_http(&x, &h, &r);
+    free(auth);
+    free(len);
+    c->http_oversize = r.discard_body;
+    if (r.outcome != SRV_OC_N) {
+        srv_count(S, proto, r.outcome);
+        srv_log_line(S, proto, c->peer, NULL, r.outcome, 0, 0, 0, 0,
+                     r.status == 413 ? (size_t)(r.content_length > SIZE_MAX ? SIZE_MAX : r.content_length) : 0, r.log);
     }
-    if (is_get && !strcmp(path, "/healthz")) { http_reply(S, c, ready ? 200 : 503, "text/plain", ready ? "OK\n" : "loading\n", 0); return 0; }
-    if (is_get && !strcmp(path, "/health")) {
-        http_reply(S, c, ready ? 200 : 503, "application/json", ready ? "{\"status\": \"ok\"}\n" : "{\"status\": \"loading\"}\n", 0);
+    srv_buf b = {0};
+    switch (r.kind) {
+    case SRV_RT_PROBE:
+    case SRV_RT_REFUSE:
+        http_reply(S, c, r.status, r.ctype, r.body, r.close_after);
         return 0;
-    }
-    if (is_get && !strcmp(path, "/metrics")) {
-        srv_buf b = {0};
-        srv_metrics_text(S, &b);
-        srv_out *o = srv_http_out(200, "text/plain; version=0.0.4", (const char *)srv_buf_data(&b), b.len);
+    case SRV_RT_METRICS:
+    case SRV_RT_CONFIG:
+    case SRV_RT_IDENTITY:
+        if (r.kind == SRV_RT_METRICS) srv_metrics_text(S, &b);
+        else if (r.kind == SRV_RT_CONFIG) srv_config_json(S, &b);
+        else srv_identity_json(&S->st, atomic_load(&S->ready), &b);
+        conn_send(S, c, srv_http_out(r.status, r.ctype, (const char *)srv_buf_data(&b), b.len));
         free(b.buf);
-        conn_send(S, c, o);
         return 0;
-    }
-    if (is_get && !strcmp(path, "/config")) {
-        srv_buf b = {0};
-        srv_config_json(S, &b);
-        conn_send(S, c, srv_http_out(200, "application/json", (const char *)srv_buf_data(&b), b.len));
-        free(b.buf);
-        return 0;
-    }
-    const srv_protocol *pr = srv_protocols[proto];
-    if (pr->transport == SRV_HTTP && pr->route && !strcmp(path, pr->route) && (is_get || c->http_post)) {
-        if (!auth_ok(S, wsi, proto)) {
-            srv_count(S, proto, SRV_OC_UNAUTH);
-            srv_log_line(S, proto, c->peer, NULL, SRV_OC_UNAUTH, 0, 0, 0, 0, 0, "missing or wrong API key");
-            http_reply(S, c, 401, "application/json", "{\"error\": \"unauthorized: send Authorization: Api-Key <key> or Bearer <key>\"}\n", c->http_post);
-            if (c->http_post) c->http_oversize = 1;
-            return 0;
-        }
-        if (is_get) {
-            srv_buf b = {0};
-            srv_identity_json(&S->st, atomic_load(&S->ready), &b);
-            conn_send(S, c, srv_http_out(200, "application/json", (const char *)srv_buf_data(&b), b.len));
-            free(b.buf);
-            return 0;
-        }
-        char cl[32];
-        if (lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0) {
-            http_reply(S, c, 411, "application/json", "{\"error\": \"Content-Length required\"}\n", 1);
-            c->http_oversize = 1;
-            return 0;
-        }
-        char *e;
-        unsigned long long n = strtoull(cl, &e, 10);
-        if (*e || n > S->st.c.max_message) {
-            char t[160];
-            snprintf(t, sizeof t, "{\"error\": \"body of %s bytes exceeds the limit of %zu\"}\n", cl, S->st.c.max_message);
-            http_reply(S, c, 413, "application/json", t, 1);
-            c->http_oversize = 1;
-            srv_count(S, proto, SRV_OC_BAD);
-            srv_log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, (size_t)n, "body over the size limit");
-            return 0;
-        }
+    case SRV_RT_BODY:
         lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, S->st.c.idle_timeout_s);
         return 0;  /* the body follows: LWS_CALLBACK_HTTP_BODY */
     }
-    if (c->http_post) c->http_oversize = 1;
-    http_reply(S, c, 404, "application/json", "{\"error\": \"not found\"}\n", c->http_post);
-    return 0;
+    return -1;
 }
 
 /* A refused WebSocket upgrade: lws_return_http_status answers it as HTTP/1.0, which WebSocket clients reject as
@@ -718,18 +682,19 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
         srv_connlim_done(S->cl, wsi);
         if (srv_connlim_over(S->cl, wsi)) return refuse_over(S, proto, wsi, srv_connlim_over(S->cl, wsi));
-        if (srv_protocols[proto]->transport != SRV_WS) {
-            char t[96];
-            snprintf(t, sizeof t, "the %s port speaks HTTP only", srv_protocols[proto]->name);
-            return raw_status(wsi, "400 Bad Request", t);
+        {
+            char *auth = hdr_dup(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+            srv_route_ctx x = route_ctx(S, proto);
+            srv_upgrade u;
+            int rc = srv_route_upgrade(&x, auth, &u);
+            free(auth);
+            if (!rc) return 0;
+            if (u.outcome != SRV_OC_N) {
+                srv_count(S, proto, u.outcome);
+                srv_log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, u.outcome, 0, 0, 0, 0, 0, u.log);
+            }
+            return raw_status(wsi, u.status, u.text);
         }
-        if (!auth_ok(S, wsi, proto)) {
-            srv_count(S, proto, SRV_OC_UNAUTH);
-            srv_log_line(S, proto, pss && pss->conn ? pss->conn->peer : "-", NULL, SRV_OC_UNAUTH, 0, 0, 0, 0, 0, "missing or wrong API key");
-            return raw_status(wsi, "401 Unauthorized", "unauthorized: send Authorization: Api-Key <key> or Bearer <key>");
-        }
-        if (atomic_load(&S->draining)) return raw_status(wsi, "503 Service Unavailable", "shutting down");
-        return 0;
     case LWS_CALLBACK_ESTABLISHED: {
         if (pss->conn) conn_close(S, pss);
         if (!(pss->conn = conn_new(S, wsi, proto))) return -1;

@@ -445,47 +445,79 @@ int srv_mp_frame(const msgpack_object *o, const srv_config *c, mact_image *img, 
 }
 
 /* ---- JSON ---- */
+/* The bytes srv_json_parse's scan stops at outside strings; every other byte is skipped by one table lookup. */
+static const uint8_t JS_MARK[256] = {['"'] = 1, ['['] = 1, ['{'] = 1, [']'] = 1, ['}'] = 1, ['N'] = 1, ['I'] = 1};
+
+/* The first byte at or after i that JS_MARK names (n if none). */
+static size_t js_plain_end(const uint8_t *u, size_t n, size_t i)
+{
+    const uint8_t *e = u + i, *end = u + n;
+    while (e != end && !JS_MARK[*e]) e++;
+    return (size_t)(e - u);
+}
+
+/* From just after a string's opening quote at i: the index of its closing quote (n if it has none). memchr, not a
+ * byte loop: a json_numpy body is megabytes of base64 inside strings. *bs caches the next backslash at or after
+ * i ((size_t)-1: not looked for yet), so a body of many short strings without one is searched once, not once
+ * per string. */
+static size_t js_str_end(const char *p, size_t n, size_t i, size_t *bs)
+{
+    while (i < n) {
+        if (*bs == (size_t)-1 || *bs < i) {
+            const char *b = memchr(p + i, '\\', n - i);
+            *bs = b ? (size_t)(b - p) : n;
+        }
+        const char *q = memchr(p + i, '"', *bs - i);
+        if (q) return (size_t)(q - p);
+        if (*bs >= n) return n;
+        i = *bs + 2;   /* the escaped byte, whatever it is, is inside the string */
+    }
+    return n;
+}
+
 cJSON *srv_json_parse(const char *p, size_t n, int max_depth, char *err, size_t el)
 {
-    /* one pass: depth outside strings, and NaN / Infinity / -Infinity (Python's json) -> 1e999 (inf) */
-    size_t extra = 0;
-    int depth = 0, in_str = 0;
+    /* pass 1: the depth outside strings, and how much NaN -> 1e999 (Python's json) grows the text */
+    const uint8_t *u = (const uint8_t *)p;
+    size_t extra = 0, bs = (size_t)-1;
+    int depth = 0;
     for (size_t i = 0; i < n; i++) {
+        i = js_plain_end(u, n, i);
+        if (i >= n) break;
         char ch = p[i];
-        if (in_str) {
-            while (i < n && p[i] != '"' && p[i] != '\\') i++;
-            if (i < n && p[i] == '\\') i++;
-            else in_str = 0;
-            continue;
-        }
-        if (ch == '"') in_str = 1;
+        if (ch == '"') i = js_str_end(p, n, i + 1, &bs);
         else if (ch == '[' || ch == '{') {
             if (++depth > max_depth) { if (el) snprintf(err, el, "JSON nesting deeper than %d", max_depth); return NULL; }
         } else if (ch == ']' || ch == '}') depth--;
         else if (ch == 'N' && n - i >= 3 && !memcmp(p + i, "NaN", 3)) extra += 2;
     }
+    /* pass 2: the copy, strings verbatim, NaN / Infinity / -Infinity outside them -> 1e999 (inf) */
     char *q = malloc(n + extra + 1);
     if (!q) { if (el) snprintf(err, el, "out of memory"); return NULL; }
     size_t k = 0;
-    in_str = 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = p[i];
-        if (in_str) {
-            size_t e = i;
-            while (e < n && p[e] != '"' && p[e] != '\\') e++;
-            memcpy(q + k, p + i, e - i);
-            k += e - i;
-            i = e;
-            if (i >= n) break;
-            q[k++] = p[i];
-            if (p[i] == '\\' && i + 1 < n) q[k++] = p[++i];
-            else if (p[i] == '"') in_str = 0;
-            continue;
+    bs = (size_t)-1;
+    for (size_t i = 0; i < n;) {
+        size_t e = js_plain_end(u, n, i);   /* a run of plain bytes, copied as they are */
+        memcpy(q + k, p + i, e - i);
+        k += e - i;
+        if (e >= n) break;
+        if (p[e] == '"') {
+            size_t c = js_str_end(p, n, e + 1, &bs);
+            i = c < n ? c + 1 : n;
+            memcpy(q + k, p + e, i - e);
+            k += i - e;
+        } else if (p[e] == 'N' && n - e >= 3 && !memcmp(p + e, "NaN", 3)) {
+            memcpy(q + k, "1e999", 5);
+            k += 5;
+            i = e + 3;
+        } else if (p[e] == 'I' && n - e >= 8 && !memcmp(p + e, "Infinity", 8)) {
+            memcpy(q + k, "1e999", 5);
+            k += 5;
+            i = e + 8;
+        } else {
+            q[k++] = p[e];
+            i = e + 1;
         }
-        if (ch == '"') in_str = 1;
-        if (ch == 'N' && n - i >= 3 && !memcmp(p + i, "NaN", 3)) { memcpy(q + k, "1e999", 5); k += 5; i += 2; continue; }
-        if (ch == 'I' && n - i >= 8 && !memcmp(p + i, "Infinity", 8)) { memcpy(q + k, "1e999", 5); k += 5; i += 7; continue; }
-        q[k++] = ch;
     }
     q[k] = 0;
     cJSON *j = cJSON_ParseWithLength(q, k);

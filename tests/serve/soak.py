@@ -4,9 +4,13 @@ answers), with the server's resident memory, open descriptors and threads sample
 usage: soak.py PID MODEL TMP OPENPI_PORT ACT_PORT VLA_PORT SECONDS LOG
 
 Checked: every good request answered and bitwise equal to the first answer of the same input (seeded); every
-fault answered with the protocol's error; RSS, fds and threads flat after warm-up (the last 80% of the run
-within 5% of their median, fds and threads exactly); nothing in the log but request lines. Printed: latency
-p50 / p99 per protocol in the first and second half."""
+fault answered with the protocol's error; RSS, fds and threads flat after warm-up (the first 20% of the run, at
+most 120 s; after it RSS within 5% of its median, threads exactly, fds within a dozen); nothing in the log but
+request lines. Printed (INFO lines): requests per protocol answered and equal, busy answers and faults by kind;
+peak RSS (the kernel's VmHWM) and RSS, open fds and threads at the warm-up's end against the run's end (the
+medians of a window of 10% of the rest of the run, at most 60 s, each side); latency p50 / p99 per protocol in
+the first and second half and in the first and last 10%; the log's request lines by protocol and outcome; a
+progress line every max(60 s, SECONDS / 12)."""
 import asyncio
 import os
 import random
@@ -34,6 +38,8 @@ for k in range(3):
                    f"task number {k}"))
 ref = {}          # (protocol, input) -> first actions
 lat = {"openpi": [], "act": [], "vla-eval": []}
+busy = {"openpi": 0, "act": 0, "vla-eval": 0}
+fault_kinds = {}
 bad = []
 counts = {"good": 0, "fault": 0, "busy": 0}
 samples = []
@@ -78,6 +84,7 @@ def act_good(k):
     r = act_post(P_ACT, {"external_cam": jn(top), "wrist_cam": jn(wr), "state": jn(st), "instruction": task, "seed": 5})
     if r.status_code == 503:
         counts["busy"] += 1
+        busy["act"] += 1
         return
     if r.status_code != 200:
         bad.append(f"act: {r.status_code} {r.text[:100]}")
@@ -100,6 +107,7 @@ async def vla_good(k):
 async def faults():
     kind = random.choice(["op_garbage", "act_garbage", "vla_garbage", "op_disconnect", "act_deep"])
     counts["fault"] += 1
+    fault_kinds[kind] = fault_kinds.get(kind, 0) + 1
     if kind == "op_garbage":
         async with websockets.connect(f"ws://{HOST}:{P_OP}/", max_size=None, compression=None) as ws:
             await ws.recv()
@@ -140,6 +148,7 @@ async def burst():
         except RuntimeError as e:
             if "busy" in str(e):
                 counts["busy"] += 1
+                busy["openpi"] += 1
             else:
                 bad.append(f"burst: {e}")
     await asyncio.gather(*[one() for _ in range(8)])
@@ -148,10 +157,20 @@ async def burst():
 async def main():
     th = threading.Thread(target=sample, daemon=True)
     th.start()
-    t_end = time.time() + SECONDS
+    t0 = time.time()
+    t_end = t0 + SECONDS
+    every = max(60.0, SECONDS / 12)
+    t_next = t0 + every
     loop = asyncio.get_running_loop()
     i = 0
     while time.time() < t_end:
+        if time.time() >= t_next:   # progress, for a long run: the last sample and the counts so far
+            t_next += every
+            if samples:
+                _, rss, fds, thr = samples[-1]
+                print(f"INFO soak_progress t={time.time() - t0:.0f} s: {counts['good']} good, {counts['fault']} faults, "
+                      f"{counts['busy']} busy, {len(bad)} wrong; RSS {rss / 2**20:.1f} MiB, fds {fds}, threads {thr}",
+                      flush=True)
         k = i % 3
         r = i % 10
         try:
@@ -173,11 +192,20 @@ async def main():
 
 
 asyncio.run(main())
+try:   # the kernel's peak resident set of the server, warm-up and load included
+    with open(f"/proc/{PID}/status") as f:
+        hwm = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) * 1024
+except Exception:
+    hwm = 0
 R.check("soak_every_good_request_answered_and_equal", not bad, bad[:5])
 R.check("soak_traffic", counts["good"] > 30 and counts["fault"] > 3, counts)
 print(f"INFO soak: {SECONDS:.0f} s, {counts['good']} good requests, {counts['fault']} faults, {counts['busy']} busy answers")
+print("INFO soak_requests: " + "; ".join(f"{p} {len(v)} answered and equal to the first answer of their input, "
+                                         f"{busy[p]} busy" for p, v in lat.items()))
+print("INFO soak_faults: " + ", ".join(f"{k} {v}" for k, v in sorted(fault_kinds.items())) + " (each answered with the protocol's error)")
 t0 = samples[0][0] if samples else 0
-warm = [s for s in samples if s[0] - t0 >= 0.2 * SECONDS]
+WARM = min(0.2 * SECONDS, 120.0)
+warm = [s for s in samples if s[0] - t0 >= WARM]
 if len(warm) >= 10:
     rss = np.array([s[1] for s in warm], dtype=float)
     fds = [s[2] for s in warm]
@@ -194,19 +222,49 @@ if len(warm) >= 10:
     R.check("soak_fds_flat", max(fds) - min(fds) <= 12 and fds[-1] <= min(fds) + 4, f"fds {min(fds)}..{max(fds)}, last {fds[-1]}")
     R.check("soak_threads_flat", max(thr) == min(thr), f"threads {min(thr)}..{max(thr)}")
     print(f"INFO soak_process: RSS {rss.min() / 2**20:.1f}..{rss.max() / 2**20:.1f} MiB (median {med / 2**20:.1f}), "
-          f"fds {min(fds)}..{max(fds)}, threads {min(thr)}..{max(thr)}, {len(warm)} samples after warm-up")
+          f"fds {min(fds)}..{max(fds)}, threads {min(thr)}..{max(thr)}, {len(warm)} samples after a {WARM:.0f} s warm-up; "
+          f"peak RSS (VmHWM) {hwm / 2**20:.1f} MiB")
+    span = warm[-1][0] - warm[0][0]
+    win = min(60.0, 0.1 * span)
+    early = [s for s in warm if s[0] - warm[0][0] <= win]
+    late = [s for s in warm if warm[-1][0] - s[0] <= win]
+
+    def cmp(i, name, scale=1.0, unit=""):
+        a = float(np.median([s[i] for s in early])) / scale
+        b = float(np.median([s[i] for s in late])) / scale
+        return f"{name} {a:.1f}{unit} -> {b:.1f}{unit} ({(b - a) / a * 100 if a else 0:+.1f}%)"
+    print(f"INFO soak_warm_vs_end: medians of the first {win:.0f} s after warm-up and the last {win:.0f} s: "
+          f"{cmp(1, 'RSS', 2**20, ' MiB')}, {cmp(2, 'fds')}, {cmp(3, 'threads')}")
 else:
     R.check("soak_samples", False, f"{len(samples)} samples")
+
+
+def pct(v):
+    a = np.array([x[1] for x in v]) * 1000
+    return f"p50 {np.percentile(a, 50):.1f} ms p99 {np.percentile(a, 99):.1f} ms ({len(a)})"
+
+
 for p, v in lat.items():
-    if len(v) >= 8:
-        half = sorted(v)[len(v) // 2][0]
-        a = np.array([x[1] for x in v if x[0] < half]) * 1000
-        b = np.array([x[1] for x in v if x[0] >= half]) * 1000
-        print(f"INFO soak_latency {p}: first half p50 {np.percentile(a, 50):.1f} ms p99 {np.percentile(a, 99):.1f} ms; "
-              f"second half p50 {np.percentile(b, 50):.1f} ms p99 {np.percentile(b, 99):.1f} ms ({len(v)} requests)")
+    if len(v) >= 20:
+        v = sorted(v)
+        h, d = len(v) // 2, max(1, len(v) // 10)
+        print(f"INFO soak_latency {p}: first half {pct(v[:h])}; second half {pct(v[h:])}; "
+              f"first 10% {pct(v[:d])}; last 10% {pct(v[-d:])}")
 with open(LOG, errors="replace") as f:
-    other = [l for l in f.read().splitlines()
-             if not re.match(r"^\d{4}-\d\d-\d\dT[\d:.]+Z (openpi|act|vla-eval|lerobot) peer=", l)
-             and not l.startswith("mact serve: ")]
+    lines = f.read().splitlines()
+req_re = re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+Z (openpi|act|vla-eval|lerobot) peer=\S+ id=\S* outcome=(\w+)")
+by = {}
+other = []
+n_srv = 0
+for l in lines:
+    m = req_re.match(l)
+    if m:
+        by[m.groups()] = by.get(m.groups(), 0) + 1
+    elif l.startswith("mact serve: "):
+        n_srv += 1
+    else:
+        other.append(l)
+print(f"INFO soak_log: {len(lines)} lines: " + ", ".join(f"{p} {o} {n}" for (p, o), n in sorted(by.items())) +
+      f"; {n_srv} 'mact serve:' lines; {len(other)} others")
 R.check("soak_log_only_request_lines", not other, other[:3])
 sys.exit(1 if R.failed else 0)

@@ -209,6 +209,29 @@ s, resp = raw_http(P_ACT, b"POST /act HTTP/1.1\r\nHost: x\r\nContent-Type: appli
 R.check("act_body_over_cap_413", resp.startswith(b"HTTP/1.1 413"), resp[:100])
 s.close()
 after("act_body_over_cap")
+# Content-Length that is not one decimal number (src/server/route.c): 400 naming it, the body never run
+
+
+def with_body(s, resp):
+    """resp (a head read by raw_http) and the JSON body after it, up to its closing brace"""
+    while b"}" not in resp.split(b"\r\n\r\n", 1)[-1]:
+        c = s.recv(4096)
+        if not c:
+            break
+        resp += c
+    s.close()
+    return resp.split(b"\r\n\r\n", 1)[0], resp.split(b"\r\n\r\n", 1)[-1]
+
+
+for name, cl in (("sign", b"+2"), ("junk", b"2x"), ("quote", b'1"2'), ("repeated", b"2\r\nContent-Length: 2")):
+    hd, body = with_body(*raw_http(P_ACT, b"POST /act HTTP/1.1\r\nHost: x\r\nContent-Length: " + cl + b"\r\n\r\n", b"{}"))
+    R.check(f"act_content_length_{name}_400", hd.startswith(b"HTTP/1.1 400") and b"Content-Length" in body, hd[:40] + body[:100])
+hd, body = with_body(*raw_http(P_ACT, b"POST /act HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"))
+R.check("act_content_length_past_2_64_413", hd.startswith(b"HTTP/1.1 413") and b"limit of 4194304" in body, hd[:40] + body[:100])
+s, resp = raw_http(P_ACT, b"PUT /act HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n", b"{}")
+s.close()
+R.check("act_put_404", resp.startswith(b"HTTP/1.1 404"), resp[:100])
+after("act_content_length_refused")
 
 # ---- clients that vanish or stall ----
 async def openpi_vanish():

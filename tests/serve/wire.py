@@ -29,8 +29,10 @@ def _op_hook(o):
     return o
 
 
-# MACT_WIRE_CAPTURE=DIR: every message the clients encode is also written to DIR/<protocol>/<sha1> (the fuzz seed
-# corpora, fuzz/corpus/serve_*, are captured this way: fuzz/capture_serve_corpus.sh)
+# MACT_WIRE_CAPTURE=DIR: every message the clients encode is also written to DIR/<protocol>/<sha1>, and the head of
+# every HTTP request any client in the process sends (requests, websockets' upgrade, raw sockets) to
+# DIR/http/<sha1> (the fuzz seed corpora, fuzz/corpus/serve_* and route, are captured this way:
+# fuzz/capture_serve_corpus.py)
 _CAPTURE = os.environ.get("MACT_WIRE_CAPTURE")
 
 
@@ -43,6 +45,27 @@ def capture(proto, data):
         with open(os.path.join(d, hashlib.sha1(b).hexdigest()), "wb") as f:
             f.write(b)
     return data
+
+
+if _CAPTURE:
+    import re as _re
+
+    def _capture_head(data):
+        b = bytes(data[:65536])
+        end = b.find(b"\r\n\r\n")
+        if end > 0 and _re.match(rb"[A-Z]+ \S+ HTTP/1\.[01]\r\n", b):
+            capture("http", b[:end + 4])
+
+    def _wrap(f):
+        def send(self, data, *a, **k):
+            try:
+                _capture_head(data)
+            except Exception:   # capturing must never change what the client does
+                pass
+            return f(self, data, *a, **k)
+        return send
+    socket.socket.send = _wrap(socket.socket.send)
+    socket.socket.sendall = _wrap(socket.socket.sendall)
 
 
 def op_pack(x):
