@@ -22,7 +22,7 @@ if ! make -s BUILD="$BUILD" FUZZ_CC="$CC_FUZZ" fuzz-build >"$TMP/build.log" 2>&1
 fi
 echo "PASS fuzz_build"
 fail=0
-for t in safetensors config normstats tokenizer npy image prompt video wire serve_openpi serve_act serve_vla serve_route lr_proto pickle; do
+for t in safetensors config normstats tokenizer npy image prompt video wire serve_openpi serve_act serve_vla serve_route lr_proto pickle parquet; do
     bin="$BUILD/fuzz/fuzz_$t"
     work="$TMP/corpus_$t"; mkdir -p "$work"
     dict=; [ -f "fuzz/dict/$t.dict" ] && dict="-dict=fuzz/dict/$t.dict"
