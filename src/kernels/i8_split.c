@@ -1,4 +1,4 @@
-/* The outlier split of the int8 GEMMs (every backend; docs/parity.md "int8 and outlier channels").
+/* The outlier split of the int8 GEMMs (every backend; docs/parity.md "int8 at depth, with outliers").
  *
  * Trained models carry a few activation channels 10-1000x larger than the rest (LLM "massive activations",
  * ViT register-like channels). With one u8 scale per row, such a channel sets the row's range and the other

@@ -157,13 +157,13 @@ size_t mact_gemm_scratch0(int64_t M, int64_t K)
 
 size_t mact_gemm_scratch1(int64_t M) { return (size_t)(M + 6) * 64 * sizeof(float); }
 
-int mact_tensor_pack(const mact_kctx *kc, mact_tensor *t, int lm)
+int mact_tensor_pack(const mact_kctx *kc, mact_tensor *t, int quant)
 {
     int fmt;
     size_t bytes;
     t->pk = NULL;
     if (!t->data || t->ndim != 2 ||
-        !mact_pack_plan(kc->ops, t->dtype, t->shape[0], t->shape[1], kc->prec, lm, &fmt, &bytes))
+        !mact_pack_plan(kc->ops, t->dtype, t->shape[0], t->shape[1], kc->prec, quant, &fmt, &bytes))
         return 1;
     mact_packed *pk = malloc(sizeof *pk);
     void *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
@@ -188,9 +188,9 @@ void mact_tensor_unpack(mact_tensor *t)
 
 /* ---- packing through the ops ---- */
 
-int mact_pack_plan(const mact_ops *ops, int dtype, int64_t N, int64_t K, int prec, int lm, int *fmt, size_t *bytes)
+int mact_pack_plan(const mact_ops *ops, int dtype, int64_t N, int64_t K, int prec, int quant, int *fmt, size_t *bytes)
 {
-    return ops->pack_plan ? ops->pack_plan(dtype, N, K, prec, lm, fmt, bytes) : 0;
+    return ops->pack_plan ? ops->pack_plan(dtype, N, K, prec, quant, fmt, bytes) : 0;
 }
 
 mact_packed mact_pack_describe(const mact_ops *ops, const void *buf, int dtype, int64_t N, int64_t K, int fmt)

@@ -152,9 +152,9 @@ typedef struct mact_packed {
 } mact_packed;
 
 /* Packing through the ops (the model's prepare and the pack cache, tests, the bench). The pack a weight
- * gets for a precision (lm: an LLM or action-expert weight, which INT8 quantizes): its format and bytes;
+ * gets for a precision (quant: a weight of a component INT8 quantizes, mact_load_options.int8_parts): its format and bytes;
  * 0 when these ops do not pack it. */
-int mact_pack_plan(const mact_ops *ops, int dtype, int64_t N, int64_t K, int prec, int lm, int *fmt, size_t *bytes);
+int mact_pack_plan(const mact_ops *ops, int dtype, int64_t N, int64_t K, int prec, int quant, int *fmt, size_t *bytes);
 /* the descriptor of a pack of that format whose bytes are at buf */
 mact_packed mact_pack_describe(const mact_ops *ops, const void *buf, int dtype, int64_t N, int64_t K, int fmt);
 /* fills buf (mact_pack_plan's bytes) with w's pack, the panels split over pool */
@@ -162,7 +162,7 @@ void mact_pack_fill(const mact_ops *ops, mact_pool *pool, void *buf, const void 
                     int fmt);
 /* One tensor packed into its own allocation (tests, the bench): t->pk set, or left NULL when not packable
  * (returns 1); MACT_ERR_NOMEM. Free with mact_tensor_unpack. */
-int mact_tensor_pack(const mact_kctx *kc, mact_tensor *t, int lm);
+int mact_tensor_pack(const mact_kctx *kc, mact_tensor *t, int quant);
 void mact_tensor_unpack(mact_tensor *t);
 
 /* One row of a weight (e.g. an embedding) converted to F32. */

@@ -43,7 +43,7 @@ struct mact_ops {
                            int n_kv, int hd, float scale, const float *bias, const uint8_t *key_ok, float *scratch,
                            const uint32_t *kvp);
     /* packing (NULL: this backend reads weights row-major only) */
-    int (*pack_plan)(int dtype, int64_t N, int64_t K, int prec, int lm, int *fmt, size_t *bytes);
+    int (*pack_plan)(int dtype, int64_t N, int64_t K, int prec, int quant, int *fmt, size_t *bytes);
     mact_packed (*pack_describe)(const void *buf, int dtype, int64_t N, int64_t K, int fmt);
     void (*pack_fill)(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt);
     /* GEMMs on the backend's packs */

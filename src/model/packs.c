@@ -33,7 +33,7 @@
 
 typedef struct {
     mact_tensor *t;
-    int lm, fmt;
+    int fmt;
     size_t bytes, off;
     int dup;           /* index of an earlier row with the same weight, or -1 */
 } prow;
@@ -53,8 +53,8 @@ static void collect(mact_tensor *t, int part, void *arg)
     int fmt;
     size_t bytes;
     if (L->bad || !t->data || t->ndim != 2) return;
-    const int lm = (L->parts & (unsigned)part) != 0;  /* INT8 quantizes this weight */
-    if (!mact_pack_plan(L->ops, t->dtype, t->shape[0], t->shape[1], L->prec, lm, &fmt, &bytes)) return;
+    const int quant = (L->parts & (unsigned)part) != 0;  /* INT8 quantizes this weight */
+    if (!mact_pack_plan(L->ops, t->dtype, t->shape[0], t->shape[1], L->prec, quant, &fmt, &bytes)) return;
     if (L->n == L->cap) {
         size_t nc = L->cap ? 2 * L->cap : 256;
         prow *nr = realloc(L->r, nc * sizeof *nr);
@@ -62,7 +62,7 @@ static void collect(mact_tensor *t, int part, void *arg)
         L->r = nr;
         L->cap = nc;
     }
-    prow r = {t, lm, fmt, bytes, 0, -1};
+    prow r = {t, fmt, bytes, 0, -1};
     for (size_t i = 0; i < L->n; i++)
         if (L->r[i].t->data == t->data && L->r[i].dup < 0 && L->r[i].fmt == fmt) r.dup = (int)i;
     L->r[L->n++] = r;

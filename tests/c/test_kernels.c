@@ -112,7 +112,7 @@ static void release_weight(const void *w)
         }
 }
 /* packs w for prec with the current level's ops (replacing an earlier pack); the pack, or NULL */
-static const mact_packed *pack_weight(const void *w, int dt, int64_t N, int64_t K, int prec, int lm)
+static const mact_packed *pack_weight(const void *w, int dt, int64_t N, int64_t K, int prec, int quant)
 {
     release_weight(w);
     for (int i = 0; i < 4; i++)
@@ -120,7 +120,7 @@ static const mact_packed *pack_weight(const void *w, int dt, int64_t N, int64_t 
             g_reg[i].w = w;
             g_reg[i].t = (mact_tensor){.name = "test", .dtype = dt, .stored_dtype = dt, .ndim = 2, .shape = {N, K},
                                        .data = w};
-            if (mact_tensor_pack(&g_kc[cur_isa][prec], &g_reg[i].t, lm)) g_reg[i].w = NULL;
+            if (mact_tensor_pack(&g_kc[cur_isa][prec], &g_reg[i].t, quant)) g_reg[i].w = NULL;
             return g_reg[i].w ? g_reg[i].t.pk : NULL;
         }
     return NULL;
@@ -1172,9 +1172,9 @@ static int run_pipeline(mact_model *m, const float *pix, const int64_t *ids, int
     return rc;
 }
 
-static void unbind(mact_tensor *t, int lm, void *ctx)
+static void unbind(mact_tensor *t, int quant, void *ctx)
 {
-    (void)lm, (void)ctx;
+    (void)quant, (void)ctx;
     t->pk = NULL;
 }
 

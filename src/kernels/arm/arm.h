@@ -48,8 +48,8 @@ double mact_arm_peak_gops_i8mm(int threads); /* SMMLA (gemm_i8mm.c) */
 /* the ARM packed layouts (pack.c): MACT_PACK_I8 panels for INT8 precision (mact_arm_pack_plan: the levels
  * without bf16 arithmetic), plus MACT_PACK_BF16Q panels for BF16 precision and INT8's vision weights on the
  * bf16 level (mact_arm_pack_plan_bf16) */
-int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes);
-int mact_arm_pack_plan_bf16(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes);
+int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int quant, int *fmt, size_t *bytes);
+int mact_arm_pack_plan_bf16(int dtype, int64_t N, int64_t K, int precision, int quant, int *fmt, size_t *bytes);
 mact_packed mact_arm_pack_describe(const void *buf, int dtype, int64_t N, int64_t K, int fmt);
 void mact_arm_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt);
 /* the int8 GEMMs: SDOT (gemm_i8.c; dotprod CPUs) and SMMLA (gemm_i8mm.c; i8mm CPUs) */

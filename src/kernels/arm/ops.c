@@ -4,9 +4,9 @@
  *   neon+fp16+dotprod           Armv8.2 + dotprod (Cortex-A78AE in the IQ-9075, Neoverse N1, Graviton 2)
  *   neon+fp16+dotprod+i8mm+bf16 Armv8.6 (Neoverse V1/V2, Graviton 3/4, Cortex-X2 on)
  * Every level runs the row-major NEON kernels (fp32 FMLA; BF16 / F16 weights widened in registers), which need
- * only Advanced SIMD. From the dotprod level on, INT8 precision packs the LLM's and the action expert's
- * weights as int8 (pack.c) and multiplies them with SDOT (gemm_i8.c), or SMMLA on i8mm CPUs (gemm_i8mm.c);
- * the vision stack stays row-major fp32.
+ * only Advanced SIMD. From the dotprod level on, INT8 precision packs the weights of the int8 components
+ * (mact_load_options.int8_parts) as int8 (pack.c) and multiplies them with SDOT (gemm_i8.c), or SMMLA on i8mm
+ * CPUs (gemm_i8mm.c); the other components stay row-major fp32.
  * On the ...+i8mm+bf16 level (HWCAP2_BF16) BF16 precision packs every weight as bf16 once at load (pack.c,
  * MACT_PACK_BF16Q) and multiplies with BFMMLA (gemm_bf16.c): x rounded to bf16, fp32 sums, as the x86 bf16
  * mode; INT8 there keeps the vision stack on those bf16 packs. Below it BF16 precision computes in fp32
@@ -25,7 +25,7 @@
 
 static const mact_ops ops_neon = {
     .name = "neon", .kernels = MACT_KERNELS_ARM_NEON, .isa = MACT_ISA_NEON, NEON_COMMON};
-/* dotprod: INT8 precision packs the LLM's and the action expert's weights as int8 and multiplies them with SDOT */
+/* dotprod: INT8 precision packs the int8 components' weights as int8 and multiplies them with SDOT */
 #define INT8_PACKS                                                                                               \
     .pack_plan = mact_arm_pack_plan, .pack_describe = mact_arm_pack_describe, .pack_fill = mact_arm_pack_fill,   \
     .peak_gops_i8 = mact_arm_peak_gops_i8

@@ -41,20 +41,20 @@ static int plan_i8(int64_t N, int64_t K, int *fmt, size_t *bytes)
 }
 
 /* the dotprod and i8mm levels without bf16 arithmetic: int8 packs only */
-int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes)
+int mact_arm_pack_plan(int dtype, int64_t N, int64_t K, int precision, int quant, int *fmt, size_t *bytes)
 {
-    if (N <= 0 || K <= 0 || precision != MACT_PRECISION_INT8 || !lm) return 0;
+    if (N <= 0 || K <= 0 || precision != MACT_PRECISION_INT8 || !quant) return 0;
     if (dtype != MACT_BF16 && dtype != MACT_F32 && dtype != MACT_F16) return 0;
     return plan_i8(N, K, fmt, bytes);
 }
 
 /* the bf16 level: BF16 precision packs every weight as bf16 quads; INT8 packs the LLM's and the action
  * expert's as int8 and the rest (the vision stack) as bf16 quads, as the x86 int8 mode does */
-int mact_arm_pack_plan_bf16(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes)
+int mact_arm_pack_plan_bf16(int dtype, int64_t N, int64_t K, int precision, int quant, int *fmt, size_t *bytes)
 {
     if (N <= 0 || K <= 0 || precision == MACT_PRECISION_FP32) return 0;
     if (dtype != MACT_BF16 && dtype != MACT_F32 && dtype != MACT_F16) return 0;
-    if (precision == MACT_PRECISION_INT8 && lm) return plan_i8(N, K, fmt, bytes);
+    if (precision == MACT_PRECISION_INT8 && quant) return plan_i8(N, K, fmt, bytes);
     *fmt = MACT_PACK_BF16Q;
     *bytes = (size_t)((N + MACT_PANEL - 1) / MACT_PANEL) * (size_t)((K + 3) / 4) * 512;
     return 1;

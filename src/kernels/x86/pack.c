@@ -6,7 +6,7 @@
  * operand order of vdpbf16ps. Rows past N and the k past an odd K are zero. The fp32 kernels widen the same
  * bytes exactly (bf16 -> fp32 is a shift), so a BF16 weight's pack serves both precisions.
  * MACT_PACK_F32: fp32 panels (64 columns per k row) for F32 weights in FP32 mode.
- * MACT_PACK_I8 (INT8 mode, the LLM's and the action expert's weights, any stored dtype; the quantiser shared with ARM: kernels/pack_i8.c): int8 per output
+ * MACT_PACK_I8 (INT8 mode, the weights of the int8 components (mact_load_options.int8_parts), any stored dtype; the quantiser shared with ARM: kernels/pack_i8.c): int8 per output
  * channel (symmetric: scale = max|W[n, :]| / 127) in panels of k quads (64 columns x 4 bytes per row:
  * vpdpbusd's operand order), followed by the per-column scales and sums of the int8 values. */
 #include <math.h>
@@ -92,11 +92,11 @@ static void pack_panel_f32(float *dst, const float *w, int64_t N, int64_t K, int
 }
 
 /* The format a weight is packed into for a precision, and its bytes; 0 when it is not packable. */
-int mact_x86_pack_plan(int dtype, int64_t N, int64_t K, int precision, int lm, int *fmt, size_t *bytes)
+int mact_x86_pack_plan(int dtype, int64_t N, int64_t K, int precision, int quant, int *fmt, size_t *bytes)
 {
     if (N <= 0 || K <= 0) return 0;
-    /* INT8 quantizes only the LLM and the action expert; the vision stack keeps its BF16 mode packs */
-    if (precision == MACT_PRECISION_INT8 && !lm) precision = MACT_PRECISION_BF16;
+    /* INT8 quantizes only the components chosen at load (quant); the others keep their BF16 mode packs */
+    if (precision == MACT_PRECISION_INT8 && !quant) precision = MACT_PRECISION_BF16;
     if (dtype != MACT_BF16 && dtype != MACT_F32 && dtype != MACT_F16) return 0;
     if (dtype == MACT_F16 && precision == MACT_PRECISION_FP32) return 0;  /* fp32 mode reads F16 weights as stored */
     const int64_t np = (N + MACT_PANEL - 1) / MACT_PANEL;

@@ -23,7 +23,7 @@ void mact_x86_mm_rows_avx512(float *y, int64_t ldy, const float *x, int64_t ldx,
                              const float *bias, int64_t M, int64_t n0, int64_t n1, int64_t K, int epi);
 
 /* pack.c: the x86 packed layouts (kernels.h, mact_packed) */
-int mact_x86_pack_plan(int dtype, int64_t N, int64_t K, int prec, int lm, int *fmt, size_t *bytes);
+int mact_x86_pack_plan(int dtype, int64_t N, int64_t K, int prec, int quant, int *fmt, size_t *bytes);
 mact_packed mact_x86_pack_describe(const void *buf, int dtype, int64_t N, int64_t K, int fmt);
 void mact_x86_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt);
 
