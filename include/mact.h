@@ -124,6 +124,7 @@ typedef enum {
     MACT_PART_LLM = 2,      /* "llm" */
     MACT_PART_EXPERT = 4,   /* "expert": the action expert */
 } mact_part;
+#define MACT_INT8_PARTS_ALL (MACT_PART_VISION | MACT_PART_LLM | MACT_PART_EXPERT)
 #define MACT_INT8_PARTS_DEFAULT MACT_PART_LLM
 /* "llm,vision,expert" (any non-empty comma-separated subset, or "all") -> *out; MACT_ERR_INPUT otherwise. */
 MACT_API mact_status mact_int8_parts_parse(const char *s, unsigned *out);

@@ -44,17 +44,18 @@ const char *mact_precision_str(mact_precision p) { return (unsigned)p < N_PRECIS
 
 /* the MACT_PART_* names, by bit (mact_int8_parts_parse / _str) */
 static const char *const part_names[] = {"vision", "llm", "expert"};
+#define N_PARTS (sizeof part_names / sizeof part_names[0])
 
 mact_status mact_int8_parts_parse(const char *s, unsigned *out)
 {
     if (!s || !out || !*s) return MACT_ERR_INPUT;
-    if (!strcmp(s, "all")) { *out = MACT_PART_VISION | MACT_PART_LLM | MACT_PART_EXPERT; return MACT_OK; }
+    if (!strcmp(s, "all")) { *out = MACT_INT8_PARTS_ALL; return MACT_OK; }
     unsigned v = 0;
     for (const char *p = s;;) {
         const char *e = strchr(p, ',');
         const size_t n = e ? (size_t)(e - p) : strlen(p);
         int hit = 0;
-        for (unsigned b = 0; b < 3; b++)
+        for (unsigned b = 0; b < N_PARTS; b++)
             if (n == strlen(part_names[b]) && !strncmp(p, part_names[b], n)) { v |= 1u << b; hit = 1; }
         if (!hit) return MACT_ERR_INPUT;
         if (!e) break;
@@ -69,7 +70,7 @@ const char *mact_int8_parts_str(unsigned parts, char *buf, size_t buflen)
     if (!buf || !buflen) return buf;
     buf[0] = 0;
     size_t n = 0;
-    for (unsigned b = 0; b < 3; b++)
+    for (unsigned b = 0; b < N_PARTS; b++)
         if (parts & (1u << b)) {
             int k = snprintf(buf + n, buflen - n, "%s%s", n ? "," : "", part_names[b]);
             if (k < 0 || (size_t)k >= buflen - n) break;

@@ -480,7 +480,7 @@ mact_status mact_model_load(const char *dir, const mact_load_options *opt, mact_
     }
     m->kprec = mact_kernels_effective_precision(m->ops, m->precision);
     const unsigned parts = opt && opt->int8_parts ? opt->int8_parts : MACT_INT8_PARTS_DEFAULT;
-    if (parts & ~(unsigned)(MACT_PART_VISION | MACT_PART_LLM | MACT_PART_EXPERT)) {
+    if (parts & ~(unsigned)MACT_INT8_PARTS_ALL) {
         rc = mact_errf(err, errlen, MACT_ERR_INPUT, "int8_parts 0x%x: unknown component bits (MACT_PART_*)", parts);
         goto fail;
     }
