@@ -361,8 +361,12 @@ class TorchBF16:
 
 
 def run_mact(cmd, model, threads, prec, iters, preset):
+    # "int8:PARTS" runs int8 with --int8-parts PARTS (e.g. int8:all, int8:vision,llm is written int8:vision+llm)
+    prec, _, parts = prec.partition(":")
     argv = cmd.split() + ["bench", "--model", model, "--preset", preset, "--threads", str(threads), "--precision",
                           prec, "--iters", str(iters)]
+    if parts:
+        argv += ["--int8-parts", parts.replace("+", ",")]
     print("$ " + " ".join(argv), flush=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "MACT_BENCH_MALLOC"}
     out = subprocess.run(argv, capture_output=True, text=True, env=env)
@@ -387,7 +391,8 @@ def main():
     ap.add_argument("--attn", default="bf16", choices=["bf16", "fp32"])
     ap.add_argument("--mact", default="build/mact")
     ap.add_argument("--mact-precision", default="bf16",
-                    help="bf16, fp32 or int8, or a comma list: mact runs once per precision, before PyTorch")
+                    help="bf16, fp32, int8 or int8:PARTS (PARTS: all, or names joined by +, e.g. "
+                         "int8:vision+llm), or a comma list: mact runs once per entry, before PyTorch")
     ap.add_argument("--no-mact", action="store_true")
     ap.add_argument("--no-malloc-tuning", action="store_true")
     a = ap.parse_args()
@@ -400,8 +405,8 @@ def main():
                                     "bench-" + a.preset)
     res = {}
     precs = [p for p in a.mact_precision.split(",") if p]
-    if any(p not in ("bf16", "fp32", "int8") for p in precs):
-        print("--mact-precision: bf16, fp32 or int8 (comma-separated)")
+    if any(p not in ("bf16", "fp32", "int8") and not p.startswith("int8:") for p in precs):
+        print("--mact-precision: bf16, fp32, int8 or int8:PARTS (comma-separated)")
         return 2
     if not a.no_mact:
         for p in precs:
