@@ -108,6 +108,17 @@ def split_cols(x2):
     return cand
 
 
+def take_outliers(x2, w, out):
+    """the split: out += the outlier columns' fp32 product; returns x2 with those columns zeroed"""
+    cols = split_cols(x2)
+    if not cols.numel():
+        return x2
+    out += x2[:, cols] @ w[:, cols].t()
+    x2 = x2.clone()
+    x2[:, cols] = 0
+    return x2
+
+
 def make_linear(scheme, prefix):
     keep = []
     while "-keep:" in scheme:
@@ -134,29 +145,15 @@ def make_linear(scheme, prefix):
             else:
                 out += (mu @ (w - wq).t()).expand_as(out)
                 xc = x2
-            cols = split_cols(xc)
-            if cols.numel():
-                out += xc[:, cols] @ w[:, cols].t()
-                xc = xc.clone()
-                xc[:, cols] = 0
-            xq = q_act_u8(xc)
+            xq = q_act_u8(take_outliers(xc, w, out))
         elif scheme in ("a8", "a8x2", "x2"):
             if scheme != "x2":
-                cols = split_cols(x2)
-                if cols.numel():
-                    out += x2[:, cols] @ w[:, cols].t()
-                    xq = x2.clone()
-                    xq[:, cols] = 0
-                xq = q_act_u8(xq)
+                xq = q_act_u8(take_outliers(x2, w, out))
             if scheme != "a8":
                 wq = q_w8x2(w)
         elif scheme in ("int8", "int8-nosplit") or scheme.startswith("a") or scheme.startswith("sq"):
             if scheme == "int8":
-                cols = split_cols(x2)
-                if cols.numel():
-                    out += x2[:, cols] @ w[:, cols].t()
-                    xq = x2.clone()
-                    xq[:, cols] = 0
+                xq = take_outliers(x2, w, out)
             G = G2 = None
             a16 = False
             if scheme.startswith("sq"):
