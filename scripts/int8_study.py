@@ -49,22 +49,27 @@ def bf16(t):
     return t.to(torch.bfloat16).float()
 
 
+def grouped(t, G):
+    """t [..., K] as [..., K / G, G] (zero-padded to a whole group), or [..., 1, K] without G"""
+    if not G:
+        return t.unsqueeze(-2)
+    return F.pad(t, (0, (-t.shape[-1]) % G)).reshape(*t.shape[:-1], -1, G)
+
+
+def ungrouped(tg, K):
+    return tg.reshape(*tg.shape[:-2], -1)[..., :K]
+
+
 def q_act_u8(x, G=None):
     """asymmetric u8 per row (or per group of G along the last dim), range widened to hold 0, as mact"""
-    K = x.shape[-1]
-    if G:
-        pad = (-K) % G
-        xp = F.pad(x, (0, pad)).reshape(*x.shape[:-1], -1, G)
-    else:
-        xp = x.unsqueeze(-2)
+    xp = grouped(x, G)
     mn = xp.amin(-1, keepdim=True).clamp(max=0)
     mx = xp.amax(-1, keepdim=True).clamp(min=0)
     s = (mx - mn) / 255.0
     s = torch.where(s > 0, s, torch.ones_like(s))
     z = torch.round(-mn / s).clamp(0, 255)
     q = (torch.round(xp / s) + z).clamp(0, 255)
-    y = (q - z) * s
-    return y.reshape(*x.shape[:-1], -1)[..., :K]
+    return ungrouped((q - z) * s, x.shape[-1])
 
 
 def q_act_16(x):
@@ -74,16 +79,10 @@ def q_act_16(x):
 
 
 def q_w8(w, G=None):
-    K = w.shape[-1]
-    if G:
-        pad = (-K) % G
-        wp = F.pad(w, (0, pad)).reshape(w.shape[0], -1, G)
-    else:
-        wp = w.unsqueeze(-2)
+    wp = grouped(w, G)
     a = wp.abs().amax(-1, keepdim=True)
     s = torch.where(a > 0, a / 127.0, torch.ones_like(a))
-    y = torch.round(wp / s).clamp(-127, 127) * s
-    return y.reshape(w.shape[0], -1)[:, :K]
+    return ungrouped(torch.round(wp / s).clamp(-127, 127) * s, w.shape[-1])
 
 
 def q_w8x2(w):
@@ -96,11 +95,18 @@ def q_w8x2(w):
 
 
 def split_cols(x2):
-    """mact's outlier split (src/kernels/i8_split.c): columns whose max |x| over the rows exceeds 6x the median
-    column maximum, at most min(max(K/32, 1), 64), the largest first"""
+    """mact's outlier split (src/kernels/i8_split.c, mact_i8_find_outliers): none below 64 columns (2 x
+    MACT_I8_OUTLIER_MIN_K); else the columns whose max |x| over the rows exceeds 6x the median column maximum
+    (the (K/2 + 1)-th smallest, as select_kth(.., K / 2)) when that median is above 0, at most
+    min(max(K/32, 1), 64) of them, the largest"""
     K = x2.shape[-1]
+    none = torch.zeros(0, dtype=torch.long)
+    if x2.shape[0] == 0 or K < 64:
+        return none
     cm = x2.abs().amax(0)
-    med = cm.kthvalue(max(1, (K + 1) // 2)).values if K > 1 else cm[0]
+    med = cm.kthvalue(K // 2 + 1).values
+    if not med > 0:
+        return none
     cand = torch.nonzero(cm > 6.0 * med).flatten()
     cap = max(1, min(K // 32, 64))
     if cand.numel() > cap:
@@ -129,6 +135,7 @@ def make_linear(scheme, prefix):
     def lin(x, w, b=None, cache=None, key=None, force_onednn=False):
         if key is None or not key.startswith(prefix) or any(p in key for p in keep):
             return orig(x, w, b, cache, key, force_onednn)
+        lin.replaced += 1
         x2 = x.reshape(-1, x.shape[-1]).float()
         if scheme == "bf16":
             return F.linear(bf16(x2), bf16(w), b).reshape(*x.shape[:-1], w.shape[0])
@@ -180,6 +187,7 @@ def make_linear(scheme, prefix):
             out += b
         return out.reshape(*x.shape[:-1], w.shape[0])
 
+    lin.replaced = 0  # linears the scheme took over: 0 would make its row fp32's, not the scheme's
     return lin
 
 
@@ -214,11 +222,14 @@ def main():
     print(f"{'scheme':28s} {'image_embeds cos':>16s} {'actions max abs':>16s} {'x bf16':>7s}")
     ref_err = None
     for s in a.schemes.split(","):
-        R.linear = make_linear(s, PARTS[a.part])
+        R.linear = lin = make_linear(s, PARTS[a.part])
         try:
             img, act = run()
         finally:
             R.linear = orig
+        if not lin.replaced:
+            raise SystemExit(f"{s}: no linear layer of part {a.part} went through the scheme (a -keep pattern "
+                             "that matches every one?)")
         cos = float(F.cosine_similarity(img.flatten(), img0.flatten(), dim=0))
         err = float((act - act0).abs().max())
         if s == "bf16":
