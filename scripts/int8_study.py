@@ -4,7 +4,8 @@
 usage: int8_study.py MODEL_DIR [--seed S] [--n-images N] [--schemes a,b,...] [--part vision|llm]
 
 Every linear layer of one component (default: the vision backbone, "model.vision_backbone.*") is replaced by
-an emulation of a quantization scheme; everything else stays fp32. The same inputs as
+an emulation of a quantization scheme; everything else stays fp32 (so do the token sampler's MLPs, which the
+reference calls through F.linear directly, while mact's int8 vision quantizes them). The same inputs as
 tests/reference/make_golden.py (its seed) go through the whole model, and the study prints, per scheme, the
 cosine of image_embeds and the max abs error of the end-to-end actions against fp32, and the actions' error
 as a multiple of bf16's. It measures how much error each scheme lets into the actions through that component
