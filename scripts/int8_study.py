@@ -25,10 +25,15 @@ Schemes (activations x: per row of the GEMM input; weights W: per output channel
   a8           x as int8 (with the split), W fp32 (activation-only)
   x2           W as two int8 planes per channel (s (q1 + q2 / 128)), x fp32
   a8x2         x as int8 (with the split), W as two int8 planes
+  c8x2         c8 with W as two int8 planes
+  c8i          c8 with mu the mean of each image's rows (each index of x's leading dimension) instead of all rows
+               (mact's centring: its vision stage runs one image per GEMM)
+  c8ix2        c8i with W as two int8 planes
   sq<alpha>    SmoothQuant: column factors max|x_k|^a / max|W_k|^(1-a) from this very input (an upper bound
                on what calibration could do), then int8
 A suffix "-keep:PATTERN" keeps the linears whose name contains PATTERN out of the scheme (fp32), e.g.
-int8-keep:image_projector.
+int8-keep:image_projector. A suffix "-x2:PATTERN" gives those linears two int8 weight planes within the scheme
+(c8 / c8i / int8), e.g. c8i-x2:image_vit.
 """
 import argparse
 import os
@@ -127,10 +132,15 @@ def take_outliers(x2, w, out):
 
 
 def make_linear(scheme, prefix):
-    keep = []
-    while "-keep:" in scheme:
-        scheme, _, pat = scheme.rpartition("-keep:")
-        keep.append(pat)
+    keep, twin = [], []
+    while "-keep:" in scheme or "-x2:" in scheme:
+        a, b = scheme.rfind("-keep:"), scheme.rfind("-x2:")
+        if a > b:
+            scheme, _, pat = scheme.rpartition("-keep:")
+            keep.append(pat)
+        else:
+            scheme, _, pat = scheme.rpartition("-x2:")
+            twin.append(pat)
     orig = R.linear
 
     def lin(x, w, b=None, cache=None, key=None, force_onednn=False):
@@ -142,13 +152,16 @@ def make_linear(scheme, prefix):
             return F.linear(bf16(x2), bf16(w), b).reshape(*x.shape[:-1], w.shape[0])
         out = torch.zeros(x2.shape[0], w.shape[0])
         wq, xq = w, x2
-        if scheme in ("c8", "cb8"):
+        if scheme in ("c8", "cb8", "c8x2", "c8i", "c8ix2"):
             # c8: x = mu + (x - mu), mu the mean of the call's rows: mu W exact (fp32), (x - mu) as int8
             # cb8: the int8 product of x, and the weight's quantization error corrected at the mean: mu (W - Wq)
             mu = x2.mean(0, keepdim=True)
-            wq = q_w8(w)
-            if scheme == "c8":
-                out += (mu @ w.t()).expand_as(out)
+            if scheme in ("c8i", "c8ix2") and x.dim() >= 3:
+                xb = x.float().reshape(x.shape[0], -1, x.shape[-1])
+                mu = xb.mean(1, keepdim=True).expand_as(xb).reshape(-1, x.shape[-1])
+            wq = q_w8x2(w) if scheme.endswith("x2") or any(p in key for p in twin) else q_w8(w)
+            if scheme != "cb8":
+                out += (mu @ w.t()).expand_as(out) if mu.shape[0] == 1 else mu @ w.t()
                 xc = x2 - mu
             else:
                 out += (mu @ (w - wq).t()).expand_as(out)
@@ -178,7 +191,7 @@ def make_linear(scheme, prefix):
                 G = int(g[0])
                 G2 = int(g[1]) if len(g) > 1 else None
             xq = q_act_16(xq) if a16 else q_act_u8(xq, G)
-            wq = q_w8(wq, G2)
+            wq = q_w8x2(wq) if any(p in key for p in twin) else q_w8(wq, G2)
         elif scheme == "w8":
             wq = q_w8(w)
         else:

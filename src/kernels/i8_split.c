@@ -9,7 +9,15 @@
  * decomposition, with the threshold relative to the tensor instead of an absolute 6.0, so it adapts to each
  * GEMM's scale). The split is decided per call from the data, so it needs no calibration and no load-time
  * state, and it costs one pass over x when nothing stands out (the usual case on random checkpoints: then the
- * int8 path is unchanged bit for bit). */
+ * int8 path is unchanged bit for bit).
+ *
+ * The centring (packs with `centre` set: the vision component's, src/model/packs.c). A weight's quantization
+ * error is the same for every row, so on rows that share a common component (x = mu + the rest, as a ViT's
+ * patches of one image do) it does not average out over the rows, and the grid token sampler's coordinates,
+ * computed from the mean over the cells, inherit it (docs/parity.md "Where int8 vision's error comes from").
+ * A centred GEMM takes mu = the mean of its M rows, multiplies mu by the stored weights in fp32 (one GEMV,
+ * folded into the bias) and sends only x - mu through the split and the int8 kernel: the mean path is then
+ * exact, and the int8 part carries the rows' deviations, with their own, tighter per-row ranges. */
 #include <math.h>
 #include <string.h>
 #include "kernels/kernels.h"
@@ -21,10 +29,12 @@ int mact_i8_split_cap(int64_t K)
     return (int)(c < 1 ? 1 : c > MACT_I8_MAX_OUTLIERS ? MACT_I8_MAX_OUTLIERS : c);
 }
 
-size_t mact_i8_split_scratch(int64_t M, int64_t K)
+size_t mact_i8_split_scratch(int64_t M, int64_t N, int64_t K)
 {
-    /* the x copy, the column maxima and their selection copy, the outlier columns of x */
-    return ((size_t)M * (size_t)K + 2 * (size_t)K + (size_t)M * MACT_I8_MAX_OUTLIERS) * sizeof(float) + 256;
+    /* the x copy, the column maxima and their selection copy, the column means, the centred GEMM's bias (N),
+     * the outlier columns of x */
+    return ((size_t)M * (size_t)K + 3 * (size_t)K + (size_t)N + (size_t)M * MACT_I8_MAX_OUTLIERS) * sizeof(float) +
+           320;
 }
 
 /* the k-th smallest of a[0..n) (a is reordered); Hoare's selection */
@@ -53,43 +63,66 @@ static float select_kth(float *a, int64_t n, int64_t k)
 typedef struct {
     const float *x;
     int64_t ldx, M, K;
-    float *colmax;
+    float *colmax;     /* out: max |x - mu| per column (NULL: the column sums into colsum instead) */
+    float *colsum;
+    const float *mu;   /* NULL: no centre */
+    float *xs;         /* NULL: no copy; else [M, K] receives x - mu */
     float probe[MACT_I8_SCAN_TASKS];
 } scan_job;
 
-/* the column maxima of one block of columns over every row, and x * 0 summed there: NaN exactly when some
- * value is not finite */
+/* one block of columns over every row: their sums, or the maxima of |x - mu| (with the centred copy), and x * 0
+ * summed there: NaN exactly when some value is not finite. Each column's sum runs over the rows in order,
+ * whatever the block split. */
 static void scan_task(void *arg, int64_t b, int tid)
 {
     (void)tid;
     scan_job *j = arg;
     const int64_t per = (j->K + MACT_I8_SCAN_TASKS - 1) / MACT_I8_SCAN_TASKS, k0 = b * per,
                   k1 = k0 + per < j->K ? k0 + per : j->K;
-    float *cm = j->colmax, probe = 0.f;
+    float probe = 0.f;
+    if (!j->colmax) {
+        float *cs = j->colsum;
+        for (int64_t k = k0; k < k1; k++) cs[k] = 0.f;
+        for (int64_t m = 0; m < j->M; m++) {
+            const float *r = j->x + m * j->ldx;
+            for (int64_t k = k0; k < k1; k++) cs[k] += r[k];
+        }
+        for (int64_t k = k0; k < k1; k++) probe += 0.f * cs[k];
+        j->probe[b] = probe;
+        return;
+    }
+    float *cm = j->colmax;
     for (int64_t k = k0; k < k1; k++) cm[k] = 0.f;
     for (int64_t m = 0; m < j->M; m++) {
         const float *r = j->x + m * j->ldx;
+        float *o = j->xs ? j->xs + m * j->K : NULL;
         for (int64_t k = k0; k < k1; k++) {
-            const float a = fabsf(r[k]);
+            const float v = j->mu ? r[k] - j->mu[k] : r[k], a = fabsf(v);
+            if (o) o[k] = v;
             cm[k] = a > cm[k] ? a : cm[k];
-            probe += 0.f * r[k];
+            probe += 0.f * v;
         }
     }
     j->probe[b] = probe;
 }
 
-int mact_i8_find_outliers(const mact_kctx *kc, const float *x, int64_t ldx, int64_t M, int64_t K, float *colmax,
-                          float *tmp, int32_t *idx, int cap)
+/* 1 when every probe of the scan is 0 (every value finite) */
+static int scan(const mact_kctx *kc, scan_job *sj)
+{
+    if (kc) mact_kctx_run(kc, MACT_I8_SCAN_TASKS, sj->M * sj->K > 65536, scan_task, sj);
+    else for (int b = 0; b < MACT_I8_SCAN_TASKS; b++) scan_task(sj, b, 0);
+    for (int b = 0; b < MACT_I8_SCAN_TASKS; b++)
+        if (sj->probe[b] != 0.f) return 0;
+    return 1;
+}
+
+/* the outlier columns from the column maxima (the detector's rule, mact_i8_find_outliers) */
+static int pick_outliers(const float *colmax, float *tmp, int64_t K, int32_t *idx, int cap)
 {
 #ifdef MACT_I8_NO_SPLIT  /* a build for measuring the split's effect (docs/parity.md), never the default */
     return 0;
 #endif
-    if (M <= 0 || K < 2 * MACT_I8_OUTLIER_MIN_K) return 0;
-    scan_job sj = {x, ldx, M, K, colmax, {0}};
-    if (kc) mact_kctx_run(kc, MACT_I8_SCAN_TASKS, M * K > 65536, scan_task, &sj);
-    else for (int b = 0; b < MACT_I8_SCAN_TASKS; b++) scan_task(&sj, b, 0);
-    for (int b = 0; b < MACT_I8_SCAN_TASKS; b++)
-        if (sj.probe[b] != 0.f) return 0;  /* a non-finite input keeps the plain path (and its NaN outputs) */
+    if (K < 2 * MACT_I8_OUTLIER_MIN_K) return 0;
     memcpy(tmp, colmax, (size_t)K * sizeof *tmp);
     const float med = select_kth(tmp, K, K / 2);
     if (!(med > 0.f)) return 0;
@@ -103,6 +136,18 @@ int mact_i8_find_outliers(const mact_kctx *kc, const float *x, int64_t ldx, int6
     for (int64_t k = 0; k < K && got < cap; k++)
         if (colmax[k] > thr) idx[got++] = (int32_t)k;
     return got;
+}
+
+int mact_i8_find_outliers(const mact_kctx *kc, const float *x, int64_t ldx, int64_t M, int64_t K, float *colmax,
+                          float *tmp, int32_t *idx, int cap)
+{
+#ifdef MACT_I8_NO_SPLIT
+    return 0;
+#endif
+    if (M <= 0 || K < 2 * MACT_I8_OUTLIER_MIN_K) return 0;
+    scan_job sj = {.x = x, .ldx = ldx, .M = M, .K = K, .colmax = colmax};
+    if (!scan(kc, &sj)) return 0;  /* a non-finite input keeps the plain path (and its NaN outputs) */
+    return pick_outliers(colmax, tmp, K, idx, cap);
 }
 
 typedef struct {
@@ -138,15 +183,70 @@ static void side_task(void *arg, int64_t b, int tid)
     }
 }
 
+/* the split's side pass over y: the outlier columns' product, then GELU when the epilogue is GELU */
+static void side_pass(const mact_kctx *kc, float *y, int64_t ldy, const float *xo, const int32_t *idx, int n_out,
+                      const mact_tensor *W, int64_t M, int64_t N, int64_t K, int epi)
+{
+    side_job j = {y, ldy, M, N, K, xo, idx, n_out, epi, W};
+    mact_kctx_run(kc, (N + 63) / 64, M * N * (n_out + 1) > 200000, side_task, &j);
+}
+
+typedef struct {
+    float *y;
+    const float *x;
+    const void *w;
+    int dt;
+    const float *bias;
+    int64_t N, K;
+    void (*mm_rows)(float *, int64_t, const float *, int64_t, const void *, int, const float *, int64_t, int64_t,
+                    int64_t, int64_t, int);
+} gemv_job;
+
+/* one block of 16 weight rows of y[N] = x[K] W^T + bias */
+static void gemv_task(void *arg, int64_t b, int tid)
+{
+    (void)tid;
+    const gemv_job *j = arg;
+    const int64_t n0 = b * 16, n1 = n0 + 16 < j->N ? n0 + 16 : j->N;
+    j->mm_rows(j->y, j->N, j->x, j->K, j->w, j->dt, j->bias, 1, n0, n1, j->K, MACT_EPI_NONE);
+}
+
+/* the centred GEMM: y = (x - mu) W^T through the split and the int8 kernel, + (mu W^T + bias) in fp32 */
+static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W,
+                        const mact_packed *pk, const float *bias, int64_t M, int64_t N, int64_t K, int epi, float *buf)
+{
+    float *xs = buf, *colmax = xs + M * K, *tmp = colmax + K, *mu = tmp + K, *cb = mu + K, *xo = cb + N;
+    scan_job sj = {.x = x, .ldx = ldx, .M = M, .K = K, .colsum = mu};
+    if (!scan(kc, &sj)) return 0;  /* non-finite: the plain path, and its NaN outputs */
+    const float inv = 1.f / (float)M;
+    for (int64_t k = 0; k < K; k++) mu[k] *= inv;
+    sj = (scan_job){.x = x, .ldx = ldx, .M = M, .K = K, .colmax = colmax, .mu = mu, .xs = xs};
+    scan(kc, &sj);
+    int32_t idx[MACT_I8_MAX_OUTLIERS];
+    const int n_out = pick_outliers(colmax, tmp, K, idx, mact_i8_split_cap(K));
+    for (int64_t m = 0; m < M; m++)
+        for (int o = 0; o < n_out; o++) {
+            xo[m * n_out + o] = xs[m * K + idx[o]];
+            xs[m * K + idx[o]] = 0.f;
+        }
+    /* mu W^T + bias from the stored weights (the row-major kernels: exact fp32 products) */
+    gemv_job g = {cb, mu, W->data, W->dtype, bias, N, K, kc->ops->mm_rows ? kc->ops->mm_rows : mact_ref_mm_rows};
+    mact_kctx_run(kc, (N + 15) / 16, N * K > 200000, gemv_task, &g);
+    /* with outlier columns, GELU waits for their product (the side pass); without, the kernel fuses it */
+    kc->ops->gemm_i8(kc, y, ldy, xs, K, pk, cb, M, n_out && epi == MACT_EPI_GELU_TANH ? MACT_EPI_NONE : epi);
+    if (n_out) side_pass(kc, y, ldy, xo, idx, n_out, W, M, N, K, epi);
+    return 1;
+}
+
 int mact_i8_split_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W,
                        const mact_packed *pk, const float *bias, int64_t M, int64_t N, int64_t K, int epi)
 {
-    const int cap = mact_i8_split_cap(K);
-    float *buf = mact_kctx_buf(kc, 0, 2, mact_i8_split_scratch(M, K));
+    float *buf = mact_kctx_buf(kc, 0, 2, mact_i8_split_scratch(M, N, K));
     if (!buf) return 0;  /* out of memory: the plain int8 path */
+    if (pk->centre) return centred_gemm(kc, y, ldy, x, ldx, W, pk, bias, M, N, K, epi, buf);
     float *xs = buf, *colmax = xs + M * K, *tmp = colmax + K, *xo = tmp + K;
     int32_t idx[MACT_I8_MAX_OUTLIERS];
-    const int n_out = mact_i8_find_outliers(kc, x, ldx, M, K, colmax, tmp, idx, cap);
+    const int n_out = mact_i8_find_outliers(kc, x, ldx, M, K, colmax, tmp, idx, mact_i8_split_cap(K));
     if (!n_out) return 0;
     for (int64_t m = 0; m < M; m++) {
         memcpy(xs + m * K, x + m * ldx, (size_t)K * sizeof *xs);
@@ -157,7 +257,6 @@ int mact_i8_split_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *
     }
     /* GELU is not linear: the int8 part lands without it and the side pass applies it to the sum */
     kc->ops->gemm_i8(kc, y, ldy, xs, K, pk, bias, M, epi == MACT_EPI_GELU_TANH ? MACT_EPI_NONE : epi);
-    side_job j = {y, ldy, M, N, K, xo, idx, n_out, epi, W};
-    mact_kctx_run(kc, (N + 63) / 64, M * N * n_out > 200000, side_task, &j);
+    side_pass(kc, y, ldy, xo, idx, n_out, W, M, N, K, epi);
     return 1;
 }

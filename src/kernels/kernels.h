@@ -85,8 +85,8 @@ size_t mact_gemm_scratch1(int64_t M);
 #define MACT_I8_OUTLIER_MIN_K 32
 #define MACT_I8_SCAN_TASKS 16    /* column blocks of the detector's scan (kc's pool; the result never depends on it) */
 int mact_i8_split_cap(int64_t K);
-/* bytes of scratch buffer 2 a split of M rows over K needs */
-size_t mact_i8_split_scratch(int64_t M, int64_t K);
+/* bytes of scratch buffer 2 a split (or a centred GEMM) of M rows, N outputs over K needs */
+size_t mact_i8_split_scratch(int64_t M, int64_t N, int64_t K);
 /* the outlier columns of x[M, K] (ascending, at most cap) into idx; 0 when none stands out or x holds a
  * non-finite value. colmax and tmp: K floats each. kc: the pool the scan runs on (NULL: this thread). */
 int mact_i8_find_outliers(const mact_kctx *kc, const float *x, int64_t ldx, int64_t M, int64_t K, float *colmax,
@@ -149,6 +149,8 @@ typedef struct mact_packed {
                            *                 W[2c + 1, 4kq .. 4kq + 3]) as bf16 (512 B) */
     const float *scale;   /* MACT_PACK_I8: [npanel * 64] per-output-channel scale (0 past N) */
     const int32_t *colsum;/* MACT_PACK_I8: [npanel * 64] sum over k of W8[n, k] (the zero-point correction) */
+    int centre;           /* MACT_PACK_I8: 1: its GEMMs run centred on their rows' mean (kernels/i8_split.c); set
+                           * by whoever binds the pack (the model: its vision weights), 0 from mact_pack_describe */
 } mact_packed;
 
 /* Packing through the ops (the model's prepare and the pack cache, tests, the bench). The pack a weight
@@ -228,8 +230,9 @@ int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
  * the packs, the session arena and the GEMM scratch. */
 void mact_advise_huge(void *p, size_t bytes);
 
-/* kernels/i8_split.c: y = x W^T (+ bias, epilogue) as the int8 kernel on x without its outlier columns plus their fp32 product;
- * 1 when done, 0 when x has no outlier column (the caller runs the plain int8 kernel) */
+/* kernels/i8_split.c: y = x W^T (+ bias, epilogue) as the int8 kernel on x without its outlier columns plus their fp32 product
+ * (with pk->centre: on x - mu, mu the rows' mean, plus mu W^T in fp32); 1 when done, 0 when the caller is to run the
+ * plain int8 kernel (no outlier column and no centring, a non-finite x, or no scratch) */
 int mact_i8_split_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W,
                        const mact_packed *pk, const float *bias, int64_t M, int64_t N, int64_t K, int epi);
 

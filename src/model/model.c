@@ -576,6 +576,7 @@ static int count_one(walk_ctx *w, const char *name, mact_tensor *t, int flags, i
     /* the stored dtype, not the load-time F32 copy */
     const int dt = t->stored_dtype;
     if (nd == 2 && !(flags & (T_VEC | T_NOPACK)) && shape[1] > m->max_k) m->max_k = shape[1];
+    if (nd == 2 && !(flags & (T_VEC | T_NOPACK)) && shape[0] > m->max_n) m->max_n = shape[0];
     const int64_t b = n * (int64_t)mact_dtype_size(dt);
     m->desc_params[k] += n;
     m->desc_bytes[k] += b;

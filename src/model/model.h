@@ -138,6 +138,7 @@ struct mact_model {
     void *packs_map;                 /* the packs' bytes: an anonymous mapping or the mapped cache file */
     size_t packs_map_len, packed_bytes;
     int64_t max_k;                   /* the largest K (columns) of the weights the stages multiply by */
+    int64_t max_n;                   /* ... and the largest N (rows) */
     /* mact_model_describe's component table, computed at load (describe itself only formats) */
     int64_t desc_params[6], desc_bytes[6], desc_dtype_bytes[3];
 };

@@ -36,6 +36,7 @@ typedef struct {
     int fmt;
     size_t bytes, off;
     int dup;           /* index of an earlier row with the same weight, or -1 */
+    int part;          /* MACT_PART_* of the weight */
 } prow;
 
 typedef struct {
@@ -62,7 +63,7 @@ static void collect(mact_tensor *t, int part, void *arg)
         L->r = nr;
         L->cap = nc;
     }
-    prow r = {t, fmt, bytes, 0, -1};
+    prow r = {t, fmt, bytes, 0, -1, part};
     for (size_t i = 0; i < L->n; i++)
         if (L->r[i].t->data == t->data && L->r[i].dup < 0 && L->r[i].fmt == fmt) r.dup = (int)i;
     L->r[L->n++] = r;
@@ -307,6 +308,11 @@ static void bind_all(struct mact_model *m, const plist *L, const uint8_t *base, 
             continue;
         }
         pks[i] = mact_pack_describe(L->ops, base + r->off, r->t->dtype, r->t->shape[0], r->t->shape[1], r->fmt);
+#ifndef MACT_I8_NO_CENTRE  /* a build for measuring the centring's effect (docs/parity.md), never the default */
+        /* int8 vision runs centred: its GEMMs' rows are one image's patches, and the grid sampler's coordinates
+         * come from their mean (kernels/i8_split.c) */
+        pks[i].centre = r->fmt == MACT_PACK_I8 && r->part == MACT_PART_VISION;
+#endif
         r->t->pk = &pks[i];
     }
     (void)m;

@@ -65,7 +65,7 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
     const int64_t rows = max64(max64(P, T * W), max64(N, H));
     if (mact_kctx_init(&s->kc, m->ops, m->kprec, pool, mact_gemm_scratch0(rows, m->max_k),
                        mact_gemm_scratch0(32, m->max_k), mact_gemm_scratch1(rows),
-                       m->kprec == MACT_PRECISION_INT8 ? mact_i8_split_scratch(rows, m->max_k) : 0)) {
+                       m->kprec == MACT_PRECISION_INT8 ? mact_i8_split_scratch(rows, m->max_n, m->max_k) : 0)) {
         mact_session_free(s);
         return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory for the kernels' scratch");
     }

@@ -752,6 +752,153 @@ static void check_int8_split(void)
     free(x); free(cm); free(tm);
 }
 
+/* The centred int8 GEMM (kernels/i8_split.c, a pack with `centre`: the model's vision weights). Rows that share a
+ * common component (x = mu + noise, a few outlier columns in the noise, bf16 weights, a bias) through each
+ * epilogue, against an emulation: mu the column mean in row order, x - mu split and quantized as the plain
+ * path would, mu W^T + bias in double. Then what it is for: the mean over the rows of its error against fp32 is
+ * far below the plain int8 kernel's on the same x (the weights' error does not average out over the rows, the
+ * part the grid sampler's coordinates read); one row is the fp32 product; a NaN in one row leaves the others
+ * finite and that row NaN. */
+static void check_int8_centred(void)
+{
+#if MACT_X86 || MACT_ARM
+    if (!has_isa(max_isa) || !g_ops[max_isa]->gemm_i8 || g_kc[max_isa][MACT_PRECISION_INT8].prec != MACT_PRECISION_INT8) {
+        printf("INFO int8_centred: no int8 GEMM on this CPU\n");
+        return;
+    }
+    const int64_t M = 96, K = 448, N = 136;
+    float *x = malloc(sizeof(float) * (size_t)(M * K)), *xs = malloc(sizeof(float) * (size_t)(M * K));
+    float *wf = malloc(sizeof(float) * (size_t)(N * K)), *bias = malloc(sizeof(float) * (size_t)N);
+    float *mu = malloc(sizeof(float) * (size_t)K), *cm = malloc(sizeof(float) * (size_t)K),
+          *tm = malloc(sizeof(float) * (size_t)K);
+    float *y = malloc(sizeof(float) * (size_t)(M * N)), *y0 = malloc(sizeof(float) * (size_t)(M * N)),
+          *ref = malloc(sizeof(float) * (size_t)(M * N)), *y32 = malloc(sizeof(float) * (size_t)(M * N)),
+          *yk = malloc(sizeof(float) * (size_t)(M * N));
+    double *scale = malloc(sizeof(double) * (size_t)(M * N));
+    uint16_t *w = malloc(2 * (size_t)(N * K));
+    uint8_t *q = malloc((size_t)K);
+    for (int64_t k = 0; k < K; k++) mu[k] = 4.f * rnorm();  /* the common component, 4x the rows' deviations */
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) x[m * K + k] = mu[k] + rnorm() * ((k == 31 || k == 300) ? 30.f : 1.f);
+    for (int64_t i = 0; i < N * K; i++) {
+        w[i] = f2bf(rnorm() / sqrtf((float)K));
+        wf[i] = wval(w, MACT_BF16, i);
+    }
+    for (int64_t n = 0; n < N; n++) bias[n] = 0.3f * rnorm();
+    set_isa(max_isa);
+    const mact_packed *pk0 = pack_weight(w, MACT_BF16, N, K, MACT_PRECISION_INT8, 1);
+    mact_packed pc = *pk0;
+    pc.centre = 1;
+    mact_tensor tc = {.name = "centred", .dtype = MACT_BF16, .stored_dtype = MACT_BF16, .ndim = 2, .shape = {N, K},
+                      .data = w, .pk = &pc};
+    const mact_kctx *kc = &g_kc[max_isa][MACT_PRECISION_INT8];
+    /* the emulation's centre and split: the column means in row order, x - mu, the detector on it */
+    for (int64_t k = 0; k < K; k++) {
+        float sum = 0.f;
+        for (int64_t m = 0; m < M; m++) sum += x[m * K + k];
+        cm[k] = sum * (1.f / (float)M);
+    }
+    for (int64_t i = 0; i < M * K; i++) xs[i] = x[i] - cm[i % K];
+    int32_t oidx[MACT_I8_MAX_OUTLIERS];
+    const int n_out = mact_i8_find_outliers(NULL, xs, K, M, K, tm, y0, oidx, mact_i8_split_cap(K));
+    int ok = n_out == 2, epis[3] = {MACT_EPI_NONE, MACT_EPI_GELU_TANH, MACT_EPI_RESIDUAL};
+    double worst = 0;
+    char why[256] = "";
+    if (!ok) snprintf(why, sizeof why, "%d outlier columns found in x - mu (planted 2)", n_out);
+    for (int e = 0; e < 3 && ok; e++) {
+        const int epi = epis[e];
+        for (int64_t i = 0; i < M * N; i++) y0[i] = epi == MACT_EPI_RESIDUAL ? 2.f * rnorm() : NAN;
+        for (int64_t m = 0; m < M; m++) {
+            float sa;
+            int32_t z;
+            float xr[448];
+            memcpy(xr, xs + m * K, sizeof xr);
+            for (int o = 0; o < n_out; o++) xr[oidx[o]] = 0.f;
+            emu_quant_row(xr, K, q, &sa, &z);
+            for (int64_t n = 0; n < N; n++) {
+                int64_t acc = 0, cs = 0;
+                double side = 0, a = 0, cb = bias[n];
+                float amax = 0.f;
+                for (int64_t k = 0; k < K; k++) amax = fabsf(wf[n * K + k]) > amax ? fabsf(wf[n * K + k]) : amax;
+                const float inv = 127.f / amax;
+                for (int64_t k = 0; k < K; k++) {
+                    const float r = nearbyintf(wf[n * K + k] * inv);
+                    const int w8 = (int)(r > 127 ? 127 : r < -127 ? -127 : r);
+                    acc += (int64_t)q[k] * w8;
+                    cs += w8;
+                    cb += (double)cm[k] * wf[n * K + k];
+                    a += fabs((double)x[m * K + k] * wf[n * K + k]) + fabs((double)cm[k] * wf[n * K + k]);
+                }
+                for (int o = 0; o < n_out; o++) side += (double)xs[m * K + oidx[o]] * wf[n * K + oidx[o]];
+                double v = (double)(acc - (int64_t)z * cs) * sa * (amax / 127.f) + cb + side;
+                if (epi == MACT_EPI_GELU_TANH) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+                if (epi == MACT_EPI_RESIDUAL) v += y0[m * N + n];
+                ref[m * N + n] = (float)v;
+                scale[m * N + n] = a + fabs(bias[n]) + (epi == MACT_EPI_RESIDUAL ? fabs(y0[m * N + n]) : 0) + 1e-6;
+            }
+        }
+        memcpy(y, y0, sizeof(float) * (size_t)(M * N));
+        wake_pool();
+        mact_matmul_epi(kc, y, N, x, K, &tc, bias, M, N, K, epi);
+        const double err = worst_rel(y, ref, scale, M, N, N);
+        worst = err > worst ? err : worst;
+        if (!(err <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "epilogue %d: %.3g of the terms from the emulation (> 2e-6)", epi, err); }
+    }
+    printf("INFO int8_centred_emulation: worst error %.3g of the terms' magnitude (gate 2e-6), %d outlier columns\n",
+           worst, n_out);
+    TH_CHECK("int8_centred_emulation", ok, "%s", why);
+    /* accuracy: the error of the rows' mean against fp32, centred and the plain int8 kernel alone */
+    set_isa(MACT_ISA_SCALAR);
+    mm_raw_kc(&g_kc[MACT_ISA_SCALAR][MACT_PRECISION_FP32], y32, N, x, K, w, MACT_BF16, bias, M, N, K, MACT_EPI_NONE);
+    set_isa(max_isa);
+    mact_matmul_epi(kc, y, N, x, K, &tc, bias, M, N, K, MACT_EPI_NONE);
+    g_ops[max_isa]->gemm_i8(kc, yk, N, x, K, pk0, bias, M, MACT_EPI_NONE);
+    double mc = 0, mk = 0, mr = 0, ec = 0, ek = 0, er = 0;
+    for (int64_t n = 0; n < N; n++) {
+        double dc = 0, dk = 0, r = 0;
+        for (int64_t m = 0; m < M; m++) {
+            dc += (double)y[m * N + n] - y32[m * N + n];
+            dk += (double)yk[m * N + n] - y32[m * N + n];
+            r += y32[m * N + n];
+            ec += ((double)y[m * N + n] - y32[m * N + n]) * ((double)y[m * N + n] - y32[m * N + n]);
+            ek += ((double)yk[m * N + n] - y32[m * N + n]) * ((double)yk[m * N + n] - y32[m * N + n]);
+            er += (double)y32[m * N + n] * y32[m * N + n];
+        }
+        mc += dc * dc / (M * M);
+        mk += dk * dk / (M * M);
+        mr += r * r / (M * M);
+    }
+    mc = sqrt(mc / mr), mk = sqrt(mk / mr), ec = sqrt(ec / er), ek = sqrt(ek / er);
+    printf("INFO int8_centred_accuracy: relative rms error vs fp32 of the rows' mean %.3g centred, %.3g the int8 "
+           "kernel alone (gate: 8x smaller); of the rows %.3g / %.3g (gate: smaller)\n", mc, mk, ec, ek);
+    TH_CHECK("int8_centred_accuracy", mc * 8 < mk && ec < ek,
+             "rows' mean error %.3g centred, %.3g int8 alone; rows %.3g / %.3g", mc, mk, ec, ek);
+    /* one row: x - mu is 0, so the product is mu W^T + bias in fp32, the row-major kernels' result */
+    mact_matmul_epi(kc, y, N, x, K, &tc, bias, 1, N, K, MACT_EPI_NONE);
+    double worst1 = 0;  /* against the sum of the terms' magnitudes */
+    for (int64_t n = 0; n < N; n++) {
+        double a = fabs(bias[n]);
+        for (int64_t k = 0; k < K; k++) a += fabs((double)x[k] * wf[n * K + k]);
+        const double d = fabs((double)y[n] - y32[n]) / a;
+        worst1 = d > worst1 ? d : worst1;
+    }
+    /* a NaN in row 5: the plain path (that row NaN, the rest finite) */
+    const float keep = x[5 * K + 9];
+    x[5 * K + 9] = NAN;
+    mact_matmul_epi(kc, y, N, x, K, &tc, bias, M, N, K, MACT_EPI_NONE);
+    x[5 * K + 9] = keep;
+    int nan_ok = 1;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) nan_ok &= (m == 5) == (isnan(y[m * N + n]) != 0);
+    printf("INFO int8_centred_one_row: %.3g of the terms' magnitude from fp32 (gate 1e-6)\n", worst1);
+    TH_CHECK("int8_centred_one_row_and_nan", worst1 < 1e-6 && nan_ok,
+             "one row vs fp32: %.3g of the terms (want < 1e-6); NaN row 5 alone NaN: %s", worst1, nan_ok ? "yes" : "no");
+    release_weight(w);
+    free(x); free(xs); free(wf); free(bias); free(mu); free(cm); free(tm); free(y); free(y0); free(ref); free(y32);
+    free(yk); free(scale); free(w); free(q);
+#endif
+}
+
 /* ---- attention ---- */
 static double g_obs_att_bf16, g_obs_att_bf16_vs32;
 
@@ -1274,6 +1421,7 @@ int main(void)
            "up to %d outlier columns split\n", g_obs_i8, g_obs_i8_vs32, g_obs_i8 > 0 ? "" : " [no int8 kernels ran here]",
            g_i8_split_seen);
     check_int8_split();
+    check_int8_centred();
     check_pool();
     check_for_panels();
     check_own_copy();
