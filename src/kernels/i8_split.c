@@ -17,7 +17,12 @@
  * computed from the mean over the cells, inherit it (docs/parity.md "Where int8 vision's error comes from").
  * A centred GEMM takes mu = the mean of its M rows, multiplies mu by the stored weights in fp32 (one GEMV,
  * folded into the bias) and sends only x - mu through the split and the int8 kernel: the mean path is then
- * exact, and the int8 part carries the rows' deviations, with their own, tighter per-row ranges. */
+ * exact, and the int8 part carries the rows' deviations, with their own, tighter per-row ranges.
+ *
+ * Two planes (pk->lo, MACT_PACK_I8R): the weight as s1 q1 + s2 q2, q2 the int8 residual of the first plane.
+ * The centring removes the weights' error from the mean; what is left of it acts on the deviations, and
+ * through the ViT's nonlinearities it still moves the sampler's coordinates (most on checkpoints with outlier
+ * channels). The second plane takes the weight's error down ~128x, at a second int8 GEMM on the same x. */
 #include <math.h>
 #include <string.h>
 #include "kernels/kernels.h"
@@ -211,7 +216,21 @@ static void gemv_task(void *arg, int64_t b, int tid)
     j->mm_rows(j->y, j->N, j->x, j->K, j->w, j->dt, j->bias, 1, n0, n1, j->K, MACT_EPI_NONE);
 }
 
-/* the centred GEMM: y = (x - mu) W^T through the split and the int8 kernel, + (mu W^T + bias) in fp32 */
+typedef struct {
+    float *y;
+    int64_t ldy, N;
+    void (*gelu)(float *, int64_t);
+} gelu_job;
+
+static void gelu_rows_task(void *arg, int64_t m, int tid)
+{
+    (void)tid;
+    const gelu_job *j = arg;
+    j->gelu(j->y + m * j->ldy, j->N);
+}
+
+/* the centred GEMM: y = (x - mu) W^T through the split and the int8 kernel (both planes of a two-plane weight),
+ * + (mu W^T + bias) in fp32 */
 static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W,
                         const mact_packed *pk, const float *bias, int64_t M, int64_t N, int64_t K, int epi, float *buf)
 {
@@ -232,9 +251,16 @@ static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float 
     /* mu W^T + bias from the stored weights (the row-major kernels: exact fp32 products) */
     gemv_job g = {cb, mu, W->data, W->dtype, bias, N, K, kc->ops->mm_rows ? kc->ops->mm_rows : mact_ref_mm_rows};
     mact_kctx_run(kc, (N + 15) / 16, N * K > 200000, gemv_task, &g);
-    /* with outlier columns, GELU waits for their product (the side pass); without, the kernel fuses it */
-    kc->ops->gemm_i8(kc, y, ldy, xs, K, pk, cb, M, n_out && epi == MACT_EPI_GELU_TANH ? MACT_EPI_NONE : epi);
+    /* GELU waits for the residual plane's product and the outlier columns' (the side pass, or the GELU rows
+     * after the second plane); with neither, the kernel fuses it */
+    const int gelu = epi == MACT_EPI_GELU_TANH, later = gelu && (n_out || pk->lo);
+    kc->ops->gemm_i8(kc, y, ldy, xs, K, pk, cb, M, later ? MACT_EPI_NONE : epi);
+    if (pk->lo) kc->ops->gemm_i8(kc, y, ldy, xs, K, pk->lo, NULL, M, MACT_EPI_RESIDUAL);
     if (n_out) side_pass(kc, y, ldy, xo, idx, n_out, W, M, N, K, epi);
+    else if (later) {
+        gelu_job g = {y, ldy, N, kc->ops->gelu ? kc->ops->gelu : mact_ref_gelu};
+        mact_kctx_run(kc, M, M * N > 65536, gelu_rows_task, &g);
+    }
     return 1;
 }
 

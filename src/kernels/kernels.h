@@ -132,7 +132,10 @@ static inline void mact_matmul_residual(const mact_kctx *kc, float *y, const flo
  * scales and column sums). The ARM backend's (kernels/arm/pack.c): MACT_PACK_I8 as above and MACT_PACK_BF16Q
  * (bf16 quads of column pairs: BFMMLA operand order). */
 #define MACT_PANEL 64  /* output columns per packed panel */
-enum { MACT_PACK_BF16 = 0, MACT_PACK_F32 = 1, MACT_PACK_I8 = 2, MACT_PACK_BF16Q = 3, MACT_PACK_NFMT = 4 };
+/* MACT_PACK_I8R: the residual plane of a two-plane int8 weight, in MACT_PACK_I8's layout and bytes, built by
+ * the shared quantiser for every backend (mact_pack_fill); its descriptor says MACT_PACK_I8 and hangs from the
+ * first plane's (mact_packed.lo) */
+enum { MACT_PACK_BF16 = 0, MACT_PACK_F32 = 1, MACT_PACK_I8 = 2, MACT_PACK_BF16Q = 3, MACT_PACK_I8R = 4, MACT_PACK_NFMT = 5 };
 typedef struct mact_packed {
     int64_t N, K;
     int64_t Kp;           /* k rows per panel: ceil(K / 2) bf16 pairs (MACT_PACK_BF16), K (MACT_PACK_F32),
@@ -151,6 +154,8 @@ typedef struct mact_packed {
     const int32_t *colsum;/* MACT_PACK_I8: [npanel * 64] sum over k of W8[n, k] (the zero-point correction) */
     int centre;           /* MACT_PACK_I8: 1: its GEMMs run centred on their rows' mean (kernels/i8_split.c); set
                            * by whoever binds the pack (the model: its vision weights), 0 from mact_pack_describe */
+    const struct mact_packed *lo; /* MACT_PACK_I8 of a centred GEMM: the residual plane (W ~ s1 q1 + s2 q2), whose
+                           * product the GEMM adds (kernels/i8_split.c), or NULL; set by the binder like centre */
 } mact_packed;
 
 /* Packing through the ops (the model's prepare and the pack cache, tests, the bench). The pack a weight

@@ -58,9 +58,9 @@ struct mact_ops {
 
 /* kernels/pack_i8.c: the int8 weight quantiser of every backend's MACT_PACK_I8 pack: panel p of W[N, K] (stored
  * dtype) into dst (Kq quad rows of 256 bytes per panel), scale and colsum (64 per panel); a channel with a NaN
- * or an infinity gets zeros and a NaN scale */
+ * or an infinity gets zeros and a NaN scale. resid: the residual plane of a two-plane weight (MACT_PACK_I8R) */
 void mact_pack_panel_i8(int8_t *dst, float *scale, int32_t *colsum, const void *w, int dtype, int64_t N, int64_t K,
-                        int64_t Kq, int64_t p);
+                        int64_t Kq, int64_t p, int resid);
 
 /* kernels/peak.c: body(iters) on `threads` plain threads, best of 3, in G ops/s for ops_per_iter per iteration
  * (the bench's instruction peaks of every backend) */

@@ -48,14 +48,9 @@ typedef struct {
     unsigned parts;     /* MACT_PART_* quantized in INT8 */
 } plist;
 
-static void collect(mact_tensor *t, int part, void *arg)
+static void add_row(plist *L, mact_tensor *t, int fmt, size_t bytes, int part)
 {
-    plist *L = arg;
-    int fmt;
-    size_t bytes;
-    if (L->bad || !t->data || t->ndim != 2) return;
-    const int quant = (L->parts & (unsigned)part) != 0;  /* INT8 quantizes this weight */
-    if (!mact_pack_plan(L->ops, t->dtype, t->shape[0], t->shape[1], L->prec, quant, &fmt, &bytes)) return;
+    if (L->bad) return;
     if (L->n == L->cap) {
         size_t nc = L->cap ? 2 * L->cap : 256;
         prow *nr = realloc(L->r, nc * sizeof *nr);
@@ -67,6 +62,21 @@ static void collect(mact_tensor *t, int part, void *arg)
     for (size_t i = 0; i < L->n; i++)
         if (L->r[i].t->data == t->data && L->r[i].dup < 0 && L->r[i].fmt == fmt) r.dup = (int)i;
     L->r[L->n++] = r;
+}
+
+static void collect(mact_tensor *t, int part, void *arg)
+{
+    plist *L = arg;
+    int fmt;
+    size_t bytes;
+    if (L->bad || !t->data || t->ndim != 2) return;
+    const int quant = (L->parts & (unsigned)part) != 0;  /* INT8 quantizes this weight */
+    if (!mact_pack_plan(L->ops, t->dtype, t->shape[0], t->shape[1], L->prec, quant, &fmt, &bytes)) return;
+    add_row(L, t, fmt, bytes, part);
+#if !defined(MACT_I8_NO_CENTRE) && !defined(MACT_I8_NO_TWIN)
+    /* int8 vision carries a second, residual plane per weight, read by its centred GEMMs (bind_all) */
+    if (fmt == MACT_PACK_I8 && part == MACT_PART_VISION) add_row(L, t, MACT_PACK_I8R, bytes, part);
+#endif
 }
 
 static size_t src_bytes(const mact_tensor *t)
@@ -304,10 +314,14 @@ static void bind_all(struct mact_model *m, const plist *L, const uint8_t *base, 
     for (size_t i = 0; i < L->n; i++) {
         const prow *r = &L->r[i];
         if (r->dup >= 0) {
-            r->t->pk = L->r[r->dup].t->pk;
+            if (r->fmt != MACT_PACK_I8R) r->t->pk = L->r[r->dup].t->pk;  /* a residual plane came with its first */
             continue;
         }
         pks[i] = mact_pack_describe(L->ops, base + r->off, r->t->dtype, r->t->shape[0], r->t->shape[1], r->fmt);
+        if (r->fmt == MACT_PACK_I8R) {  /* right after its first plane's row (collect) */
+            pks[i - 1].lo = &pks[i];
+            continue;
+        }
 #ifndef MACT_I8_NO_CENTRE  /* a build for measuring the centring's effect (docs/parity.md), never the default */
         /* int8 vision runs centred: its GEMMs' rows are one image's patches, and the grid sampler's coordinates
          * come from their mean (kernels/i8_split.c) */

@@ -801,52 +801,101 @@ static void check_int8_centred(void)
     for (int64_t i = 0; i < M * K; i++) xs[i] = x[i] - cm[i % K];
     int32_t oidx[MACT_I8_MAX_OUTLIERS];
     const int n_out = mact_i8_find_outliers(NULL, xs, K, M, K, tm, y0, oidx, mact_i8_split_cap(K));
-    int ok = n_out == 2, epis[3] = {MACT_EPI_NONE, MACT_EPI_GELU_TANH, MACT_EPI_RESIDUAL};
+    /* the emulation's two weight planes: q1 at s1 = max|w| / 127; q2 the residual w - s1 q1 at its own max / 127 */
+    int8_t *q1 = malloc((size_t)(N * K)), *q2 = malloc((size_t)(N * K));
+    float *s1 = malloc(sizeof(float) * (size_t)N), *s2 = malloc(sizeof(float) * (size_t)N);
+    double werr1 = 0, werr2 = 0;  /* the worst |w - its planes| relative to the channel's max |w| */
+    for (int64_t n = 0; n < N; n++) {
+        float amax = 0.f, rmax = 0.f;
+        for (int64_t k = 0; k < K; k++) amax = fabsf(wf[n * K + k]) > amax ? fabsf(wf[n * K + k]) : amax;
+        s1[n] = amax / 127.f;
+        for (int64_t k = 0; k < K; k++) {
+            const float r = nearbyintf(wf[n * K + k] * (127.f / amax));
+            q1[n * K + k] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+            const float d = fabsf(wf[n * K + k] - s1[n] * q1[n * K + k]);
+            rmax = d > rmax ? d : rmax;
+        }
+        s2[n] = rmax / 127.f;
+        for (int64_t k = 0; k < K; k++) {
+            const float d = wf[n * K + k] - s1[n] * q1[n * K + k], r = nearbyintf(d * (127.f / rmax));
+            q2[n * K + k] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+            const double e1 = fabs(d) / amax, e2 = fabs((double)d - (double)s2[n] * q2[n * K + k]) / amax;
+            werr1 = e1 > werr1 ? e1 : werr1;
+            werr2 = e2 > werr2 ? e2 : werr2;
+        }
+    }
+    /* the residual plane as the model packs it (every backend: the shared quantiser) */
+    size_t lob = 0;
+    int lofmt = 0;
+    mact_pack_plan(g_ops[max_isa], MACT_BF16, N, K, MACT_PRECISION_INT8, 1, &lofmt, &lob);
+    void *lobuf = aligned_alloc(64, (lob + 63) & ~(size_t)63);
+    mact_pack_fill(g_ops[max_isa], NULL, lobuf, w, MACT_BF16, N, K, MACT_PACK_I8R);
+    const mact_packed plo = mact_pack_describe(g_ops[max_isa], lobuf, MACT_BF16, N, K, MACT_PACK_I8R);
+    int ok = n_out == 2 && lofmt == MACT_PACK_I8 && plo.fmt == MACT_PACK_I8, epis[3] = {MACT_EPI_NONE, MACT_EPI_GELU_TANH, MACT_EPI_RESIDUAL};
+    for (int64_t n = 0; ok && n < N; n++) {
+        int32_t cs2 = 0;
+        for (int64_t k = 0; k < K; k++) cs2 += q2[n * K + k];
+        if (plo.scale[n] != s2[n] || plo.colsum[n] != cs2) ok = 0;
+    }
     double worst = 0;
     char why[256] = "";
-    if (!ok) snprintf(why, sizeof why, "%d outlier columns found in x - mu (planted 2)", n_out);
-    for (int e = 0; e < 3 && ok; e++) {
-        const int epi = epis[e];
-        for (int64_t i = 0; i < M * N; i++) y0[i] = epi == MACT_EPI_RESIDUAL ? 2.f * rnorm() : NAN;
-        for (int64_t m = 0; m < M; m++) {
-            float sa;
-            int32_t z;
-            float xr[448];
-            memcpy(xr, xs + m * K, sizeof xr);
-            for (int o = 0; o < n_out; o++) xr[oidx[o]] = 0.f;
-            emu_quant_row(xr, K, q, &sa, &z);
-            for (int64_t n = 0; n < N; n++) {
-                int64_t acc = 0, cs = 0;
-                double side = 0, a = 0, cb = bias[n];
-                float amax = 0.f;
-                for (int64_t k = 0; k < K; k++) amax = fabsf(wf[n * K + k]) > amax ? fabsf(wf[n * K + k]) : amax;
-                const float inv = 127.f / amax;
-                for (int64_t k = 0; k < K; k++) {
-                    const float r = nearbyintf(wf[n * K + k] * inv);
-                    const int w8 = (int)(r > 127 ? 127 : r < -127 ? -127 : r);
-                    acc += (int64_t)q[k] * w8;
-                    cs += w8;
-                    cb += (double)cm[k] * wf[n * K + k];
-                    a += fabs((double)x[m * K + k] * wf[n * K + k]) + fabs((double)cm[k] * wf[n * K + k]);
+    if (!ok) snprintf(why, sizeof why, "%d outlier columns found in x - mu (planted 2), or the residual plane's pack "
+                      "(format %d) differs from the emulation", n_out, plo.fmt);
+    for (int twin = 0; twin < 2; twin++) {
+        pc.lo = twin ? &plo : NULL;
+        for (int e = 0; e < 3 && ok; e++) {
+            const int epi = epis[e];
+            for (int64_t i = 0; i < M * N; i++) y0[i] = epi == MACT_EPI_RESIDUAL ? 2.f * rnorm() : NAN;
+            for (int64_t m = 0; m < M; m++) {
+                float sa;
+                int32_t z;
+                float xr[448];
+                memcpy(xr, xs + m * K, sizeof xr);
+                for (int o = 0; o < n_out; o++) xr[oidx[o]] = 0.f;
+                emu_quant_row(xr, K, q, &sa, &z);
+                for (int64_t n = 0; n < N; n++) {
+                    int64_t acc1 = 0, cs1 = 0, acc2 = 0, cs2 = 0;
+                    double side = 0, a = 0, cb = bias[n];
+                    for (int64_t k = 0; k < K; k++) {
+                        acc1 += (int64_t)q[k] * q1[n * K + k];
+                        cs1 += q1[n * K + k];
+                        acc2 += (int64_t)q[k] * q2[n * K + k];
+                        cs2 += q2[n * K + k];
+                        cb += (double)cm[k] * wf[n * K + k];
+                        a += fabs((double)x[m * K + k] * wf[n * K + k]) + fabs((double)cm[k] * wf[n * K + k]);
+                    }
+                    for (int o = 0; o < n_out; o++) side += (double)xs[m * K + oidx[o]] * wf[n * K + oidx[o]];
+                    double v = (double)(acc1 - (int64_t)z * cs1) * sa * s1[n] + cb + side;
+                    if (twin) v += (double)(acc2 - (int64_t)z * cs2) * sa * s2[n];
+                    if (epi == MACT_EPI_GELU_TANH) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+                    if (epi == MACT_EPI_RESIDUAL) v += y0[m * N + n];
+                    ref[m * N + n] = (float)v;
+                    scale[m * N + n] = a + fabs(bias[n]) + (epi == MACT_EPI_RESIDUAL ? fabs(y0[m * N + n]) : 0) + 1e-6;
                 }
-                for (int o = 0; o < n_out; o++) side += (double)xs[m * K + oidx[o]] * wf[n * K + oidx[o]];
-                double v = (double)(acc - (int64_t)z * cs) * sa * (amax / 127.f) + cb + side;
-                if (epi == MACT_EPI_GELU_TANH) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-                if (epi == MACT_EPI_RESIDUAL) v += y0[m * N + n];
-                ref[m * N + n] = (float)v;
-                scale[m * N + n] = a + fabs(bias[n]) + (epi == MACT_EPI_RESIDUAL ? fabs(y0[m * N + n]) : 0) + 1e-6;
+            }
+            memcpy(y, y0, sizeof(float) * (size_t)(M * N));
+            wake_pool();
+            mact_matmul_epi(kc, y, N, x, K, &tc, bias, M, N, K, epi);
+            const double err = worst_rel(y, ref, scale, M, N, N);
+            worst = err > worst ? err : worst;
+            if (!(err <= 2e-6)) {
+                ok = 0;
+                snprintf(why, sizeof why, "%s, epilogue %d: %.3g of the terms from the emulation (> 2e-6)",
+                         twin ? "two planes" : "one plane", epi, err);
             }
         }
-        memcpy(y, y0, sizeof(float) * (size_t)(M * N));
-        wake_pool();
-        mact_matmul_epi(kc, y, N, x, K, &tc, bias, M, N, K, epi);
-        const double err = worst_rel(y, ref, scale, M, N, N);
-        worst = err > worst ? err : worst;
-        if (!(err <= 2e-6)) { ok = 0; snprintf(why, sizeof why, "epilogue %d: %.3g of the terms from the emulation (> 2e-6)", epi, err); }
     }
-    printf("INFO int8_centred_emulation: worst error %.3g of the terms' magnitude (gate 2e-6), %d outlier columns\n",
-           worst, n_out);
+    pc.lo = NULL;
+    printf("INFO int8_centred_emulation: worst error %.3g of the terms' magnitude (gate 2e-6), one and two weight "
+           "planes, %d outlier columns\n", worst, n_out);
     TH_CHECK("int8_centred_emulation", ok, "%s", why);
+    /* the second plane's point: the weight's worst error, relative to the channel's max |w|, 1/254 with one plane
+     * (half a step), ~1/254^2 with two */
+    printf("INFO int8_two_planes: worst |w - planes| / max|w| %.3g one plane, %.3g two (gate: 100x smaller)\n", werr1,
+           werr2);
+    TH_CHECK("int8_two_planes", werr2 * 100 < werr1 && werr1 <= 0.5 / 127 * 1.001, "one plane %.3g, two %.3g", werr1,
+             werr2);
+    free(q1); free(q2); free(s1); free(s2); free(lobuf);
     /* accuracy: the error of the rows' mean against fp32, centred and the plain int8 kernel alone */
     set_isa(MACT_ISA_SCALAR);
     mm_raw_kc(&g_kc[MACT_ISA_SCALAR][MACT_PRECISION_FP32], y32, N, x, K, w, MACT_BF16, bias, M, N, K, MACT_EPI_NONE);

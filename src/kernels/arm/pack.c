@@ -89,7 +89,7 @@ static void fill_task(void *arg, int64_t p, int tid)
         return;
     }
     mact_pack_panel_i8((int8_t *)j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K,
-                  j->pk.Kp, p);
+                  j->pk.Kp, p, 0);
 }
 
 /* one panel per pool task (each panel is written by one thread) */

@@ -140,7 +140,8 @@ static void fill_task(void *arg, int64_t p, int tid)
     const fill_job *j = arg;
     if (j->fmt == MACT_PACK_F32) pack_panel_f32(j->buf, j->w, j->N, j->K, p);
     else if (j->fmt == MACT_PACK_I8)
-        mact_pack_panel_i8(j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K, j->pk.Kp, p);
+        mact_pack_panel_i8(j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K,
+                           j->pk.Kp, p, 0);
     else pack_panel_bf16(j->buf, j->w, j->dtype, j->N, j->K, j->pk.Kp, p);
 }
 
