@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: via-engine (its checks are of the front end; it reaches the kernels only through the engine, whose results the parity suites check on every kernel set: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # mact export (docs/export.md): the golden I/O and the ONNX graphs, checked by ONNX Runtime (onnxruntime-node
 # 1.30.0, tests/onnx/, installed by scripts/setup_onnx.sh), not by mact. Checkpoints: `mact synth tiny` (with the
 # grid token sampler), the same without it (tests/onnx/drop_sampler.py), `mact synth wide` (full width, 2 layers).

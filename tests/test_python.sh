@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: via-engine (its checks are of the front end; it reaches the kernels only through the engine, whose results the parity suites check on every kernel set: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): Debian's python3 with numpy and PIL; no PyTorch, no npm
 # The Python package (python/mact, ctypes over libmact.so, and its toolkit modules over libmact_data.so and
 # libmact_compress.so, checked against the CLI in test_toolkits.py): tests/python/test_*.py on a `mact synth tiny`

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: via-engine (its checks are of the front end; it reaches the kernels only through the engine, whose results the parity suites check on every kernel set: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm (python3-websockets, -msgpack, -requests, -pil)
 # mact serve: each protocol's actions bitwise equal to `mact run`; hostile and broken clients (each followed by a
 # good request and /livez); the API key per protocol; busy and deadline answers; SIGTERM drains and exits 0;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: via-engine (its checks are of the front end; it reaches the kernels only through the engine, whose results the parity suites check on every kernel set: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # mact serve --lerobot: LeRobot's asynchronous-inference gRPC protocol from a Python client that speaks it as
 # LeRobot's robot_client does (tests/serve/test_lerobot.py: python3-grpcio, stubs generated from
 # src/server/lerobot_services.proto by python3-grpc-tools; the client unpickles the replies with torch). The API
