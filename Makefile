@@ -3,7 +3,7 @@
 #                   libmact_export.a (export, parity: the CLI's), the CLI, tests
 #   make check      the fast tier: C unit tests and the suites that need neither PyTorch nor npm
 #   make test       the whole suite (README's test command)
-#   make asan       the whole suite under ASan+UBSan (TESTS="NAME ...": those suites);  make tsan: the concurrency tests under TSan
+#   make asan       the whole suite under ASan+UBSan (SUITES="NAME ...": those suites);  make tsan: the concurrency tests under TSan
 #   make install    PREFIX=/usr/local DESTDIR= [LIBDIR= INCLUDEDIR= BINDIR=]  (libmact.so.0 and libmact.a,
 #                   include/mact.h and mact_stages.h, mact.pc; the toolkits' libraries, headers and .pc; the CLI)
 #   make CROSS=aarch64-linux-gnu-   the ARM64 cross build into build-aarch64/ (scripts/setup_arm64.sh installs
@@ -207,13 +207,13 @@ $(BUILD)/tests/lr_grpc_echo: tests/c/lr_grpc_echo.c src/server/grpc_lerobot.h $(
 	$(CC) $(CFLAGS) $< $(SERVER_LIB) $(BUILD)/libmact.a $(GRPC_LIBS) -lz -pthread -o $@
 
 test: all
-	BUILD=$(BUILD) tests/run.sh $(TESTS)
+	BUILD=$(BUILD) tests/run.sh $(SUITES)
 
 check: all
-	BUILD=$(BUILD) tests/run.sh --fast $(TESTS)
+	BUILD=$(BUILD) tests/run.sh --fast $(SUITES)
 
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" SUITES="$(SUITES)" test
 
 tsan:
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" all
