@@ -200,32 +200,10 @@ mact_packed mact_pack_describe(const mact_ops *ops, const void *buf, int dtype, 
     return ops->pack_describe(buf, dtype, N, K, fmt == MACT_PACK_I8R ? MACT_PACK_I8 : fmt);
 }
 
-typedef struct {
-    void *buf;
-    const void *w;
-    int dtype;
-    int64_t N, K;
-    mact_packed pk;
-} resid_job;
-
-static void resid_task(void *arg, int64_t p, int tid)
-{
-    (void)tid;
-    const resid_job *j = arg;
-    mact_pack_panel_i8((int8_t *)j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K,
-                       j->pk.Kp, p, 1);
-}
-
 void mact_pack_fill(const mact_ops *ops, mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K,
                     int fmt)
 {
-    if (fmt != MACT_PACK_I8R) {
-        ops->pack_fill(pool, buf, w, dtype, N, K, fmt);
-        return;
-    }
-    resid_job j = {buf, w, dtype, N, K, mact_pack_describe(ops, buf, dtype, N, K, fmt)};
-    if (N * K > (1 << 18)) mact_pool_run(pool, j.pk.npanel, 0, resid_task, &j);
-    else for (int64_t p = 0; p < j.pk.npanel; p++) resid_task(&j, p, 0);
+    ops->pack_fill(pool, buf, w, dtype, N, K, fmt);  /* MACT_PACK_I8R too: every backend's int8 fill takes it */
 }
 
 double mact_kernels_peak_gflops(const mact_kctx *kc, int use_bf16)

@@ -133,7 +133,7 @@ static inline void mact_matmul_residual(const mact_kctx *kc, float *y, const flo
  * (bf16 quads of column pairs: BFMMLA operand order). */
 #define MACT_PANEL 64  /* output columns per packed panel */
 /* MACT_PACK_I8R: the residual plane of a two-plane int8 weight, in MACT_PACK_I8's layout and bytes, built by
- * the shared quantiser for every backend (mact_pack_fill); its descriptor says MACT_PACK_I8 and hangs from the
+ * the shared quantiser (every backend's pack_fill takes it); its descriptor says MACT_PACK_I8 and hangs from the
  * first plane's (mact_packed.lo) */
 enum { MACT_PACK_BF16 = 0, MACT_PACK_F32 = 1, MACT_PACK_I8 = 2, MACT_PACK_BF16Q = 3, MACT_PACK_I8R = 4, MACT_PACK_NFMT = 5 };
 typedef struct mact_packed {

@@ -129,7 +129,7 @@ mact_packed mact_x86_pack_describe(const void *buf, int dtype, int64_t N, int64_
 typedef struct {
     void *buf;
     const void *w;
-    int dtype, fmt;
+    int dtype, fmt, resid;
     int64_t N, K;
     mact_packed pk;
 } fill_job;
@@ -141,14 +141,16 @@ static void fill_task(void *arg, int64_t p, int tid)
     if (j->fmt == MACT_PACK_F32) pack_panel_f32(j->buf, j->w, j->N, j->K, p);
     else if (j->fmt == MACT_PACK_I8)
         mact_pack_panel_i8(j->buf, (float *)j->pk.scale, (int32_t *)j->pk.colsum, j->w, j->dtype, j->N, j->K,
-                           j->pk.Kp, p, 0);
+                           j->pk.Kp, p, j->resid);
     else pack_panel_bf16(j->buf, j->w, j->dtype, j->N, j->K, j->pk.Kp, p);
 }
 
 /* one panel per pool task (panels are independent and each is written by one thread) */
 void mact_x86_pack_fill(mact_pool *pool, void *buf, const void *w, int dtype, int64_t N, int64_t K, int fmt)
 {
-    fill_job j = {buf, w, dtype, fmt, N, K, mact_x86_pack_describe(buf, dtype, N, K, fmt)};
+    const int resid = fmt == MACT_PACK_I8R;  /* a residual plane: MACT_PACK_I8's layout */
+    if (resid) fmt = MACT_PACK_I8;
+    fill_job j = {buf, w, dtype, fmt, resid, N, K, mact_x86_pack_describe(buf, dtype, N, K, fmt)};
     if (N * K > (1 << 18)) mact_pool_run(pool, j.pk.npanel, 0, fill_task, &j);
     else for (int64_t p = 0; p < j.pk.npanel; p++) fill_task(&j, p, 0);
 }
