@@ -193,27 +193,7 @@ static void side_pass(const mact_kctx *kc, float *y, int64_t ldy, const float *x
                       const mact_tensor *W, int64_t M, int64_t N, int64_t K, int epi)
 {
     side_job j = {y, ldy, M, N, K, xo, idx, n_out, epi, W};
-    mact_kctx_run(kc, (N + 63) / 64, M * N * (n_out + 1) > 200000, side_task, &j);
-}
-
-typedef struct {
-    float *y;
-    const float *x;
-    const void *w;
-    int dt;
-    const float *bias;
-    int64_t N, K;
-    void (*mm_rows)(float *, int64_t, const float *, int64_t, const void *, int, const float *, int64_t, int64_t,
-                    int64_t, int64_t, int);
-} gemv_job;
-
-/* one block of 16 weight rows of y[N] = x[K] W^T + bias */
-static void gemv_task(void *arg, int64_t b, int tid)
-{
-    (void)tid;
-    const gemv_job *j = arg;
-    const int64_t n0 = b * 16, n1 = n0 + 16 < j->N ? n0 + 16 : j->N;
-    j->mm_rows(j->y, j->N, j->x, j->K, j->w, j->dt, j->bias, 1, n0, n1, j->K, MACT_EPI_NONE);
+    mact_kctx_run(kc, (N + 63) / 64, M * N * n_out > 200000, side_task, &j);
 }
 
 typedef struct {
@@ -240,7 +220,7 @@ static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float 
     const float inv = 1.f / (float)M;
     for (int64_t k = 0; k < K; k++) mu[k] *= inv;
     sj = (scan_job){.x = x, .ldx = ldx, .M = M, .K = K, .colmax = colmax, .mu = mu, .xs = xs};
-    scan(kc, &sj);
+    if (!scan(kc, &sj)) return 0;  /* x - mu overflowed */
     int32_t idx[MACT_I8_MAX_OUTLIERS];
     const int n_out = pick_outliers(colmax, tmp, K, idx, mact_i8_split_cap(K));
     for (int64_t m = 0; m < M; m++)
@@ -249,8 +229,7 @@ static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float 
             xs[m * K + idx[o]] = 0.f;
         }
     /* mu W^T + bias from the stored weights (the row-major kernels: exact fp32 products) */
-    gemv_job g = {cb, mu, W->data, W->dtype, bias, N, K, kc->ops->mm_rows ? kc->ops->mm_rows : mact_ref_mm_rows};
-    mact_kctx_run(kc, (N + 15) / 16, N * K > 200000, gemv_task, &g);
+    mact_matmul_rowmajor(kc, cb, N, mu, K, W->data, W->dtype, bias, 1, N, K, MACT_EPI_NONE);
     /* GELU waits for the residual plane's product and the outlier columns' (the side pass, or the GELU rows
      * after the second plane); with neither, the kernel fuses it */
     const int gelu = epi == MACT_EPI_GELU_TANH, later = gelu && (n_out || pk->lo);

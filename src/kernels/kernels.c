@@ -10,8 +10,6 @@
 /* an op of the context's table, or its plain-C reference where the backend leaves it out (NULL) */
 #define OP(ops, f) ((ops)->f ? (ops)->f : mact_ref_##f)
 
-int mact_gemm_parallel(int64_t M, int64_t N, int64_t K) { return M * N * K > 200000; }
-
 void mact_row_f32(float *dst, const mact_tensor *W, int64_t row)
 {
     int64_t K = W->shape[W->ndim - 1];
@@ -19,24 +17,6 @@ void mact_row_f32(float *dst, const mact_tensor *W, int64_t row)
 }
 
 /* ---- matmul ---- */
-
-typedef struct {
-    float *y;
-    int64_t ldy, ldx, M, N, K;
-    const float *x, *bias;
-    const void *w;
-    int dt, epi;
-    const mact_ops *ops;
-} rowmajor_job;
-
-/* one block of 16 weight rows: the block's weights stay hot in L1/L2 across all M rows */
-static void rowmajor_task(void *arg, int64_t b, int tid)
-{
-    (void)tid;
-    const rowmajor_job *j = arg;
-    int64_t n0 = b * 16, n1 = n0 + 16 < j->N ? n0 + 16 : j->N;
-    OP(j->ops, mm_rows)(j->y, j->ldy, j->x, j->ldx, j->w, j->dt, j->bias, j->M, n0, n1, j->K, j->epi);
-}
 
 void mact_matmul_epi(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W,
                      const float *bias, int64_t M, int64_t N, int64_t K, int epi)
@@ -62,8 +42,7 @@ void mact_matmul_epi(const mact_kctx *kc, float *y, int64_t ldy, const float *x,
             for (int64_t n = 0; n < N; n++) mact_epi_store(&y[m * ldy + n], 0.f, bias ? bias[n] : 0.f, epi);
         return;
     }
-    rowmajor_job j = {y, ldy, ldx, M, N, K, x, bias, W->data, W->dtype, epi, ops};
-    mact_kctx_run(kc, (N + 15) / 16, mact_gemm_parallel(M, N, K), rowmajor_task, &j);
+    mact_matmul_rowmajor(kc, y, ldy, x, ldx, W->data, W->dtype, bias, M, N, K, epi);
 }
 
 /* ---- norms and activations ---- */

@@ -229,8 +229,11 @@ void mact_rope_table(float *cos_t, float *sin_t, int64_t n, int hd, double theta
 double mact_kernels_peak_gflops(const mact_kctx *kc, int use_bf16);
 double mact_kernels_peak_gops_i8(const mact_kctx *kc);
 
-/* The thread count above which a GEMM of this size is split (shared by every matmul path). */
+/* The thread count above which a GEMM of this size is split (shared by every matmul path; kernels/rowmajor.c). */
 int mact_gemm_parallel(int64_t M, int64_t N, int64_t K);
+/* kernels/rowmajor.c: y = x W^T (+ bias, epilogue) on w[N, K] as stored (dtype dt), fp32 products, over kc's pool */
+void mact_matmul_rowmajor(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                          int dt, const float *bias, int64_t M, int64_t N, int64_t K, int epi);
 /* Marks the 2 MiB-aligned interior of [p, p + bytes) for transparent huge pages (before first touch); used for
  * the packs, the session arena and the GEMM scratch. */
 void mact_advise_huge(void *p, size_t bytes);
