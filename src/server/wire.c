@@ -276,7 +276,7 @@ static const msgpack_object *mp_get1(const msgpack_object *map, const char *key,
     for (uint32_t i = 0; i < map->via.map.size; i++) {
         const char *s;
         size_t n;
-        if (!srv_mp_str(&map->via.map.ptr[i].key, &s, &n) && n == kl && !memcmp(s, key, kl))
+        if (!srv_mp_str(&map->via.map.ptr[i].key, &s, &n) && n == kl && (kl == 0 || !memcmp(s, key, kl)))
             return &map->via.map.ptr[i].val;
     }
     return NULL;
