@@ -75,39 +75,90 @@ typedef struct {
     float probe[MACT_I8_SCAN_TASKS];
 } scan_job;
 
-/* one block of columns over every row: their sums, or the maxima of |x - mu| (with the centred copy), and x * 0
- * summed there: NaN exactly when some value is not finite. Each column's sum runs over the rows in order,
- * whatever the block split. */
-static void scan_task(void *arg, int64_t b, int tid)
+/* 16 columns as four 4-lane vectors (GCC / Clang vector extensions: SSE2 on x86-64, NEON on AArch64, scalar
+ * code elsewhere). The scan is a stream over x; written with scalar loops, the compiler at -O2 left it scalar
+ * (the probe's one running sum is a serial chain), and it took a quarter of the int8 kernel's time. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+#define SCAN_W 16
+
+static inline v4f ld4(const float *p)
 {
-    (void)tid;
-    scan_job *j = arg;
-    const int64_t per = (j->K + MACT_I8_SCAN_TASKS - 1) / MACT_I8_SCAN_TASKS, k0 = b * per,
-                  k1 = k0 + per < j->K ? k0 + per : j->K;
-    float probe = 0.f;
-    if (!j->colmax) {
-        float *cs = j->colsum;
-        for (int64_t k = k0; k < k1; k++) cs[k] = 0.f;
-        for (int64_t m = 0; m < j->M; m++) {
-            const float *r = j->x + m * j->ldx;
-            for (int64_t k = k0; k < k1; k++) cs[k] += r[k];
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+
+/* columns [k0, k0 + 16) over every row: their sums (each in row order), or the maxima of |x - mu| with the
+ * centred copy; the per-lane probes sum x * 0 (NaN exactly when some value is not finite) */
+static float scan16(const scan_job *j, int64_t k0)
+{
+    const v4i absm = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
+    v4f acc[4] = {0}, pr[4] = {0}, mu[4] = {0};
+    if (j->mu)
+        for (int i = 0; i < 4; i++) mu[i] = ld4(j->mu + k0 + 4 * i);
+    for (int64_t m = 0; m < j->M; m++) {
+        const float *r = j->x + m * j->ldx + k0;
+        if (!j->colmax) {
+            for (int i = 0; i < 4; i++) acc[i] += ld4(r + 4 * i);
+            continue;
         }
-        for (int64_t k = k0; k < k1; k++) probe += 0.f * cs[k];
-        j->probe[b] = probe;
-        return;
+        float *o = j->xs ? j->xs + m * j->K + k0 : NULL;
+        for (int i = 0; i < 4; i++) {
+            const v4f v = ld4(r + 4 * i) - mu[i], a = (v4f)((v4i)v & absm);
+            const v4i gt = a > acc[i];  /* a NaN compares false and leaves the maximum: the probe carries it */
+            acc[i] = (v4f)(((v4i)a & gt) | ((v4i)acc[i] & ~gt));
+            pr[i] += v * 0.f;
+            if (o) st4(o + 4 * i, v);
+        }
     }
-    float *cm = j->colmax;
-    for (int64_t k = k0; k < k1; k++) cm[k] = 0.f;
+    float *out = j->colmax ? j->colmax : j->colsum;
+    v4f p = pr[0] + pr[1] + pr[2] + pr[3];
+    for (int i = 0; i < 4; i++) {
+        st4(out + k0 + 4 * i, acc[i]);
+        if (!j->colmax) p += acc[i] * 0.f;  /* a sum that overflowed counts as non-finite too */
+    }
+    return p[0] + p[1] + p[2] + p[3];
+}
+
+/* the same for the columns [k0, k1) past the last whole 16 */
+static float scan_tail(const scan_job *j, int64_t k0, int64_t k1)
+{
+    float probe = 0.f;
+    float *out = j->colmax ? j->colmax : j->colsum;
+    for (int64_t k = k0; k < k1; k++) out[k] = 0.f;
     for (int64_t m = 0; m < j->M; m++) {
         const float *r = j->x + m * j->ldx;
         float *o = j->xs ? j->xs + m * j->K : NULL;
         for (int64_t k = k0; k < k1; k++) {
+            if (!j->colmax) {
+                out[k] += r[k];
+                continue;
+            }
             const float v = j->mu ? r[k] - j->mu[k] : r[k], a = fabsf(v);
             if (o) o[k] = v;
-            cm[k] = a > cm[k] ? a : cm[k];
+            out[k] = a > out[k] ? a : out[k];
             probe += 0.f * v;
         }
     }
+    if (!j->colmax)
+        for (int64_t k = k0; k < k1; k++) probe += 0.f * out[k];
+    return probe;
+}
+
+/* one block of whole 16-column groups (the last block also takes the tail). Each column's sum runs over the
+ * rows in order, whatever the block split. */
+static void scan_task(void *arg, int64_t b, int tid)
+{
+    (void)tid;
+    scan_job *j = arg;
+    const int64_t groups = j->K / SCAN_W, per = (groups + MACT_I8_SCAN_TASKS - 1) / MACT_I8_SCAN_TASKS,
+                  g0 = b * per, g1 = g0 + per < groups ? g0 + per : groups;
+    float probe = 0.f;
+    for (int64_t g = g0; g < g1; g++) probe += scan16(j, g * SCAN_W);
+    if (b == MACT_I8_SCAN_TASKS - 1) probe += scan_tail(j, groups * SCAN_W, j->K);
     j->probe[b] = probe;
 }
 
@@ -160,40 +211,46 @@ typedef struct {
     int64_t ldy, M, N, K;
     const float *xo;   /* [M, n_out] the outlier columns of x */
     const int32_t *idx;
-    int n_out, epi;
-    const mact_tensor *W;
+    int n_out;
+    const mact_packed *pk;
 } side_job;
 
-/* one block of 64 output columns: y[:, n0:n1] += xo . W[n0:n1, idx]^T (then the epilogue, for GELU) */
+/* W[n, k] as the pack holds it: s1 q1 (+ s2 q2 with a residual plane). The side pass reads the outlier columns
+ * from here, not from the stored weights: one value per row of W would fault every page of the stored tensor
+ * back in (the loader dropped them after packing), and int8 mode on a checkpoint with outliers then held both
+ * the packs and the stored LLM (docs/benchmarks-log.md, 2026-12-03). */
+static inline float packed_w(const mact_packed *pk, int64_t n, int64_t k)
+{
+    const int64_t at = (n / MACT_PANEL) * pk->Kp * 256 + (k / 4) * 256 + 4 * (n % MACT_PANEL) + k % 4;
+    float w = pk->scale[n] * (float)((const int8_t *)pk->data)[at];
+    if (pk->lo) w += pk->lo->scale[n] * (float)((const int8_t *)pk->lo->data)[at];
+    return w;
+}
+
+/* one block of 64 output columns: y[:, n0:n1] += xo . W[n0:n1, idx]^T, in 4-lane vectors (each output's terms
+ * in outlier order; columns past N are zero and not stored) */
 static void side_task(void *arg, int64_t b, int tid)
 {
     (void)tid;
     const side_job *j = arg;
     const int64_t n0 = b * 64, nb = j->N - n0 < 64 ? j->N - n0 : 64;
-    float wb[MACT_I8_MAX_OUTLIERS][64];
-    for (int o = 0; o < j->n_out; o++)
-        for (int64_t c = 0; c < nb; c++) wb[o][c] = mact_load_f32(j->W->data, j->W->dtype, (n0 + c) * j->K + j->idx[o]);
+    v4f wb[MACT_I8_MAX_OUTLIERS][16];
+    for (int o = 0; o < j->n_out; o++) {
+        float *w = (float *)wb[o];
+        for (int64_t c = 0; c < 64; c++)
+            w[c] = c < nb ? packed_w(j->pk, n0 + c, j->idx[o]) : 0.f;
+    }
     for (int64_t m = 0; m < j->M; m++) {
-        float acc[64] = {0};
+        v4f acc[16] = {0};
         const float *xr = j->xo + m * j->n_out;
         for (int o = 0; o < j->n_out; o++) {
             const float a = xr[o];
-            for (int64_t c = 0; c < nb; c++) acc[c] += a * wb[o][c];
+            for (int i = 0; i < 16; i++) acc[i] += a * wb[o][i];
         }
         float *yr = j->y + m * j->ldy + n0;
-        if (j->epi == MACT_EPI_GELU_TANH)
-            for (int64_t c = 0; c < nb; c++) yr[c] = mact_ref_gelu1(yr[c] + acc[c]);
-        else
-            for (int64_t c = 0; c < nb; c++) yr[c] += acc[c];
+        const float *ac = (const float *)acc;
+        for (int64_t c = 0; c < nb; c++) yr[c] += ac[c];
     }
-}
-
-/* the split's side pass over y: the outlier columns' product, then GELU when the epilogue is GELU */
-static void side_pass(const mact_kctx *kc, float *y, int64_t ldy, const float *xo, const int32_t *idx, int n_out,
-                      const mact_tensor *W, int64_t M, int64_t N, int64_t K, int epi)
-{
-    side_job j = {y, ldy, M, N, K, xo, idx, n_out, epi, W};
-    mact_kctx_run(kc, (N + 63) / 64, M * N * n_out > 200000, side_task, &j);
 }
 
 typedef struct {
@@ -207,6 +264,23 @@ static void gelu_rows_task(void *arg, int64_t m, int tid)
     (void)tid;
     const gelu_job *j = arg;
     j->gelu(j->y + m * j->ldy, j->N);
+}
+
+/* GELU over y's M x N outputs, by the backend's vector GELU */
+static void gelu_rows(const mact_kctx *kc, float *y, int64_t ldy, int64_t M, int64_t N)
+{
+    gelu_job g = {y, ldy, N, kc->ops->gelu ? kc->ops->gelu : mact_ref_gelu};
+    mact_kctx_run(kc, M, M * N > 65536, gelu_rows_task, &g);
+}
+
+/* the split's side pass over y: the outlier columns' product, then GELU when the epilogue is GELU (the int8
+ * part landed without it: GELU is not linear) */
+static void side_pass(const mact_kctx *kc, float *y, int64_t ldy, const float *xo, const int32_t *idx, int n_out,
+                      const mact_packed *pk, int64_t M, int64_t N, int64_t K, int epi)
+{
+    side_job j = {y, ldy, M, N, K, xo, idx, n_out, pk};
+    mact_kctx_run(kc, (N + 63) / 64, M * N * n_out > 200000, side_task, &j);
+    if (epi == MACT_EPI_GELU_TANH) gelu_rows(kc, y, ldy, M, N);
 }
 
 /* the centred GEMM: y = (x - mu) W^T through the split and the int8 kernel (both planes of a two-plane weight),
@@ -235,11 +309,8 @@ static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float 
     const int gelu = epi == MACT_EPI_GELU_TANH, later = gelu && (n_out || pk->lo);
     kc->ops->gemm_i8(kc, y, ldy, xs, K, pk, cb, M, later ? MACT_EPI_NONE : epi);
     if (pk->lo) kc->ops->gemm_i8(kc, y, ldy, xs, K, pk->lo, NULL, M, MACT_EPI_RESIDUAL);
-    if (n_out) side_pass(kc, y, ldy, xo, idx, n_out, W, M, N, K, epi);
-    else if (later) {
-        gelu_job g = {y, ldy, N, kc->ops->gelu ? kc->ops->gelu : mact_ref_gelu};
-        mact_kctx_run(kc, M, M * N > 65536, gelu_rows_task, &g);
-    }
+    if (n_out) side_pass(kc, y, ldy, xo, idx, n_out, pk, M, N, K, epi);
+    else if (later) gelu_rows(kc, y, ldy, M, N);
     return 1;
 }
 
@@ -262,6 +333,6 @@ int mact_i8_split_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *
     }
     /* GELU is not linear: the int8 part lands without it and the side pass applies it to the sum */
     kc->ops->gemm_i8(kc, y, ldy, xs, K, pk, bias, M, epi == MACT_EPI_GELU_TANH ? MACT_EPI_NONE : epi);
-    side_pass(kc, y, ldy, xo, idx, n_out, W, M, N, K, epi);
+    side_pass(kc, y, ldy, xo, idx, n_out, pk, M, N, K, epi);
     return 1;
 }

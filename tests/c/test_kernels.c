@@ -579,7 +579,10 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         for (int64_t n = 0; n < N; n++) {
             int64_t acc = 0;
             double a = 0, bd = 0, side = 0;
-            for (int o = 0; o < n_out; o++) side += (double)x[m * ldx + oidx[o]] * wf[n * K + oidx[o]];
+            /* the outlier columns' weights as the pack holds them (the side pass reads the pack, not the stored
+             * tensor: docs/parity.md "int8 at depth") */
+            for (int o = 0; o < n_out; o++)
+                side += (double)x[m * ldx + oidx[o]] * (double)(ws[n] * (float)w8[n * K + oidx[o]]);
             for (int64_t k = 0; k < K; k++) {
                 acc += (int64_t)q[k] * w8[n * K + k];
                 a += fabs((double)x[m * ldx + k] * wf[n * K + k]);
@@ -630,7 +633,7 @@ static void check_int8(const shape *sh, int dt, int epi, int one_sided)
         for (int64_t m = 0; n_out && m < M; m++)
             for (int64_t n = 0; n < N; n++) {
                 float side = 0.f;
-                for (int o = 0; o < n_out; o++) side += x[m * ldx + oidx[o]] * wf[n * K + oidx[o]];
+                for (int o = 0; o < n_out; o++) side += x[m * ldx + oidx[o]] * (ws[n] * (float)w8[n * K + oidx[o]]);
                 yr[m * ldy + n] = split_gelu ? mact_ref_gelu1(yr[m * ldy + n] + side) : yr[m * ldy + n] + side;
             }
 #else  /* ARM: the emulation above is the plain-C twin of the SDOT kernel */
@@ -700,13 +703,25 @@ static void check_int8_split(void)
         for (int j = 0; j < 3; j++) x[m * K + planted[j]] *= S;
     int n3 = mact_i8_find_outliers(NULL, x, K, M, K, cm, tm, idx, cap);
     int found = n3 == 3 && idx[0] == planted[0] && idx[1] == planted[1] && idx[2] == planted[2];
+    const int32_t got3[3] = {n3 > 0 ? idx[0] : -1, n3 > 1 ? idx[1] : -1, n3 > 2 ? idx[2] : -1};
     const float keep = x[5 * K + 9];
     x[5 * K + 9] = NAN;
     int nnan = mact_i8_find_outliers(NULL, x, K, M, K, cm, tm, idx, cap);
     x[5 * K + 9] = keep;
-    TH_CHECK("int8_split_detector", n0 == 0 && found && nnan == 0 && cap == 16,
-             "Gaussian: %d columns (want 0); planted 7/200/451 x %g: %d found [%d %d %d]; with a NaN: %d (want 0); cap %d",
-             n0, (double)S, n3, n3 > 0 ? idx[0] : -1, n3 > 1 ? idx[1] : -1, n3 > 2 ? idx[2] : -1, nnan, cap);
+    /* a K past the scan's whole 16-column groups: a planted column and a NaN in the tail of 13 */
+    const int64_t Kr = 13 + 16 * 20;
+    float *xr = malloc(sizeof(float) * (size_t)(M * Kr));
+    for (int64_t i = 0; i < M * Kr; i++) xr[i] = rnorm();
+    for (int64_t m = 0; m < M; m++) xr[m * Kr + 40] *= S, xr[m * Kr + Kr - 2] *= S;
+    const int nt = mact_i8_find_outliers(NULL, xr, Kr, M, Kr, cm, tm, idx, mact_i8_split_cap(Kr));
+    const int ragged = nt == 2 && idx[0] == 40 && idx[1] == Kr - 2;
+    xr[7 * Kr + Kr - 1] = INFINITY;
+    nnan |= mact_i8_find_outliers(NULL, xr, Kr, M, Kr, cm, tm, idx, mact_i8_split_cap(Kr));
+    free(xr);
+    TH_CHECK("int8_split_detector", n0 == 0 && found && ragged && nnan == 0 && cap == 16,
+             "Gaussian: %d columns (want 0); planted 7/200/451 x %g: %d found [%d %d %d]; 40 and K-2 of a ragged K found: %d; "
+             "with a NaN or an infinity: %d (want 0); cap %d",
+             n0, (double)S, n3, got3[0], got3[1], got3[2], ragged, nnan, cap);
     /* over the cap: 20 planted columns of growing scale, the cap (16) largest kept */
     float *x2 = malloc(sizeof(float) * (size_t)(M * K));
     for (int64_t i = 0; i < M * K; i++) x2[i] = rnorm();
@@ -741,10 +756,14 @@ static void check_int8_split(void)
         }
         es = sqrt(es / r);
         ek = sqrt(ek / r);
+        /* the split takes the outlier columns' activations out of the u8 rows (their range no longer sets the
+         * other columns' step) but multiplies them by the pack's int8 weights, whose error those large columns
+         * still carry: the gain is 2.5-3x here (it was ~5x with the stored weights, at the memory cost in
+         * docs/parity.md "int8 at depth") */
         printf("INFO int8_split_accuracy: relative rms error vs fp32 %.3g with the split, %.3g the int8 kernel alone "
-               "(gate: 4x smaller)\n", es, ek);
-        TH_CHECK("int8_split_accuracy", es * 4 < ek, "3 outlier columns x %g: relative rms error vs fp32 %.3g split, "
-                 "%.3g int8 kernel alone (want the split at least 4x smaller)", (double)S, es, ek);
+               "(gate: 2x smaller)\n", es, ek);
+        TH_CHECK("int8_split_accuracy", es * 2 < ek, "3 outlier columns x %g: relative rms error vs fp32 %.3g split, "
+                 "%.3g int8 kernel alone (want the split at least 2x smaller)", (double)S, es, ek);
         release_weight(w);
         free(w); free(y32); free(ys); free(yk);
     } else printf("INFO int8_split_accuracy: no int8 GEMM on this CPU\n");
@@ -766,7 +785,9 @@ static void check_int8_centred(void)
         printf("INFO int8_centred: no int8 GEMM on this CPU\n");
         return;
     }
-    const int64_t M = 96, K = 448, N = 136;
+    /* K: 28 whole 16-column groups of the scan and a tail of 11, one outlier column in the tail */
+    enum { KC8 = 459 };
+    const int64_t M = 96, K = KC8, N = 136;
     float *x = malloc(sizeof(float) * (size_t)(M * K)), *xs = malloc(sizeof(float) * (size_t)(M * K));
     float *wf = malloc(sizeof(float) * (size_t)(N * K)), *bias = malloc(sizeof(float) * (size_t)N);
     float *mu = malloc(sizeof(float) * (size_t)K), *cm = malloc(sizeof(float) * (size_t)K),
@@ -779,7 +800,7 @@ static void check_int8_centred(void)
     uint8_t *q = malloc((size_t)K);
     for (int64_t k = 0; k < K; k++) mu[k] = 4.f * rnorm();  /* the common component, 4x the rows' deviations */
     for (int64_t m = 0; m < M; m++)
-        for (int64_t k = 0; k < K; k++) x[m * K + k] = mu[k] + rnorm() * ((k == 31 || k == 300) ? 30.f : 1.f);
+        for (int64_t k = 0; k < K; k++) x[m * K + k] = mu[k] + rnorm() * ((k == 31 || k == 455) ? 30.f : 1.f);
     for (int64_t i = 0; i < N * K; i++) {
         w[i] = f2bf(rnorm() / sqrtf((float)K));
         wf[i] = wval(w, MACT_BF16, i);
@@ -849,7 +870,7 @@ static void check_int8_centred(void)
             for (int64_t m = 0; m < M; m++) {
                 float sa;
                 int32_t z;
-                float xr[448];
+                float xr[KC8];
                 memcpy(xr, xs + m * K, sizeof xr);
                 for (int o = 0; o < n_out; o++) xr[oidx[o]] = 0.f;
                 emu_quant_row(xr, K, q, &sa, &z);
@@ -864,7 +885,12 @@ static void check_int8_centred(void)
                         cb += (double)cm[k] * wf[n * K + k];
                         a += fabs((double)x[m * K + k] * wf[n * K + k]) + fabs((double)cm[k] * wf[n * K + k]);
                     }
-                    for (int o = 0; o < n_out; o++) side += (double)xs[m * K + oidx[o]] * wf[n * K + oidx[o]];
+                    for (int o = 0; o < n_out; o++) {
+                        const int64_t i = n * K + oidx[o];
+                        float wp = s1[n] * (float)q1[i];
+                        if (twin) wp += s2[n] * (float)q2[i];
+                        side += (double)xs[m * K + oidx[o]] * wp;
+                    }
                     double v = (double)(acc1 - (int64_t)z * cs1) * sa * s1[n] + cb + side;
                     if (twin) v += (double)(acc2 - (int64_t)z * cs2) * sa * s2[n];
                     if (epi == MACT_EPI_GELU_TANH) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
