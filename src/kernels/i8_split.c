@@ -91,36 +91,33 @@ static inline v4f ld4(const float *p)
 
 static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
 
-/* columns [k0, k0 + 16) over every row: their sums (each in row order), or the maxima of |x - mu| with the
- * centred copy; the per-lane probes sum x * 0 (NaN exactly when some value is not finite) */
-static float scan16(const scan_job *j, int64_t k0)
+/* columns [k0, k1) (whole groups of 16) over every row, row by row (each row's part is one contiguous run, as
+ * the hardware prefetcher wants): their sums (each in row order), or the maxima of |x - mu| with the centred
+ * copy; the per-lane probes sum x * 0 (NaN exactly when some value is not finite) */
+static float scan_groups(const scan_job *j, int64_t k0, int64_t k1)
 {
     const v4i absm = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
-    v4f acc[4] = {0}, pr[4] = {0}, mu[4] = {0};
-    if (j->mu)
-        for (int i = 0; i < 4; i++) mu[i] = ld4(j->mu + k0 + 4 * i);
+    float *out = j->colmax ? j->colmax : j->colsum;
+    v4f pr = {0};
+    for (int64_t k = k0; k < k1; k++) out[k] = 0.f;
     for (int64_t m = 0; m < j->M; m++) {
-        const float *r = j->x + m * j->ldx + k0;
+        const float *r = j->x + m * j->ldx;
         if (!j->colmax) {
-            for (int i = 0; i < 4; i++) acc[i] += ld4(r + 4 * i);
+            for (int64_t k = k0; k < k1; k += 4) st4(out + k, ld4(out + k) + ld4(r + k));
             continue;
         }
-        float *o = j->xs ? j->xs + m * j->K + k0 : NULL;
-        for (int i = 0; i < 4; i++) {
-            const v4f v = ld4(r + 4 * i) - mu[i], a = (v4f)((v4i)v & absm);
-            const v4i gt = a > acc[i];  /* a NaN compares false and leaves the maximum: the probe carries it */
-            acc[i] = (v4f)(((v4i)a & gt) | ((v4i)acc[i] & ~gt));
-            pr[i] += v * 0.f;
-            if (o) st4(o + 4 * i, v);
+        float *o = j->xs ? j->xs + m * j->K : NULL;
+        for (int64_t k = k0; k < k1; k += 4) {
+            const v4f v = j->mu ? ld4(r + k) - ld4(j->mu + k) : ld4(r + k), a = (v4f)((v4i)v & absm), c = ld4(out + k);
+            const v4i gt = a > c;  /* a NaN compares false and leaves the maximum: the probe carries it */
+            st4(out + k, (v4f)(((v4i)a & gt) | ((v4i)c & ~gt)));
+            pr += v * 0.f;
+            if (o) st4(o + k, v);
         }
     }
-    float *out = j->colmax ? j->colmax : j->colsum;
-    v4f p = pr[0] + pr[1] + pr[2] + pr[3];
-    for (int i = 0; i < 4; i++) {
-        st4(out + k0 + 4 * i, acc[i]);
-        if (!j->colmax) p += acc[i] * 0.f;  /* a sum that overflowed counts as non-finite too */
-    }
-    return p[0] + p[1] + p[2] + p[3];
+    if (!j->colmax)  /* a sum that overflowed counts as non-finite too */
+        for (int64_t k = k0; k < k1; k += 4) pr += ld4(out + k) * 0.f;
+    return pr[0] + pr[1] + pr[2] + pr[3];
 }
 
 /* the same for the columns [k0, k1) past the last whole 16 */
@@ -157,7 +154,7 @@ static void scan_task(void *arg, int64_t b, int tid)
     const int64_t groups = j->K / SCAN_W, per = (groups + MACT_I8_SCAN_TASKS - 1) / MACT_I8_SCAN_TASKS,
                   g0 = b * per, g1 = g0 + per < groups ? g0 + per : groups;
     float probe = 0.f;
-    for (int64_t g = g0; g < g1; g++) probe += scan16(j, g * SCAN_W);
+    if (g1 > g0) probe += scan_groups(j, g0 * SCAN_W, g1 * SCAN_W);
     if (b == MACT_I8_SCAN_TASKS - 1) probe += scan_tail(j, groups * SCAN_W, j->K);
     j->probe[b] = probe;
 }
