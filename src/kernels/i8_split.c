@@ -22,7 +22,9 @@
  * Two planes (pk->lo, MACT_PACK_I8R): the weight as s1 q1 + s2 q2, q2 the int8 residual of the first plane.
  * The centring removes the weights' error from the mean; what is left of it acts on the deviations, and
  * through the ViT's nonlinearities it still moves the sampler's coordinates (most on checkpoints with outlier
- * channels). The second plane takes the weight's error down ~128x, at a second int8 GEMM on the same x. */
+ * channels). The second plane takes the weight's error down ~128x, at a second int8 GEMM on the same x. With two
+ * planes the mean path reads them too (their weight, within ~1/254^2 of a channel's max |w|, in fp32) rather than
+ * the stored weights, whose pages then stay released after packing (mean_product). */
 #include <math.h>
 #include <string.h>
 #include "kernels/kernels.h"
@@ -36,10 +38,10 @@ int mact_i8_split_cap(int64_t K)
 
 size_t mact_i8_split_scratch(int64_t M, int64_t N, int64_t K)
 {
-    /* the x copy, the column maxima and their selection copy, the column means, the centred GEMM's bias (N),
-     * the outlier columns of x */
-    return ((size_t)M * (size_t)K + 3 * (size_t)K + (size_t)N + (size_t)M * MACT_I8_MAX_OUTLIERS) * sizeof(float) +
-           320;
+    /* the x copy, the column maxima and their selection copy, the column means (zero-padded to whole k quads),
+     * the centred GEMM's bias (N), the outlier columns of x */
+    return ((size_t)M * (size_t)K + 3 * (size_t)K + 4 + (size_t)N + (size_t)M * MACT_I8_MAX_OUTLIERS) *
+               sizeof(float) + 320;
 }
 
 /* the k-th smallest of a[0..n) (a is reordered); Hoare's selection */
@@ -280,16 +282,51 @@ static void side_pass(const mact_kctx *kc, float *y, int64_t ldy, const float *x
     if (epi == MACT_EPI_GELU_TANH) gelu_rows(kc, y, ldy, M, N);
 }
 
+typedef struct {
+    float *cb;
+    const float *mu, *bias;
+    const mact_packed *pk;
+    void (*dot)(float *, const float *, const mact_packed *, int64_t);
+} mean_job;
+
+/* one panel of mu W^T + bias from the two planes: s1 (q1 . mu) + s2 (q2 . mu) + bias */
+static void mean_task(void *arg, int64_t p, int tid)
+{
+    (void)tid;
+    const mean_job *j = arg;
+    float d1[MACT_PANEL], d2[MACT_PANEL];
+    j->dot(d1, j->mu, j->pk, p);
+    j->dot(d2, j->mu, j->pk->lo, p);
+    for (int64_t c = 0, n = p * MACT_PANEL; c < MACT_PANEL && n < j->pk->N; c++, n++)
+        j->cb[n] = (j->pk->scale[n] * d1[c] + j->pk->lo->scale[n] * d2[c]) + (j->bias ? j->bias[n] : 0.f);
+}
+
+/* mu W^T + bias into cb. With two planes, from the planes: their weight is within ~1/254^2 of each channel's
+ * max |w|, and reading them instead of the stored tensor leaves its pages dropped (the loader released them after
+ * packing; int8 vision otherwise faults every stored vision weight back in, per image). With one plane, whose
+ * error is what the centring keeps out of the mean path, from the stored weights. mu: zero-padded to Kp * 4. */
+static void mean_product(const mact_kctx *kc, float *cb, const float *mu, const mact_tensor *W, const mact_packed *pk,
+                         const float *bias, int64_t N, int64_t K)
+{
+    if (!pk->lo) {
+        mact_matmul_rowmajor(kc, cb, N, mu, K, W->data, W->dtype, bias, 1, N, K, MACT_EPI_NONE);
+        return;
+    }
+    mean_job j = {cb, mu, bias, pk, kc->ops->dot_panel_i8 ? kc->ops->dot_panel_i8 : mact_ref_dot_panel_i8};
+    mact_kctx_run(kc, pk->npanel, N * K > 65536, mean_task, &j);
+}
+
 /* the centred GEMM: y = (x - mu) W^T through the split and the int8 kernel (both planes of a two-plane weight),
  * + (mu W^T + bias) in fp32 */
 static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_tensor *W,
                         const mact_packed *pk, const float *bias, int64_t M, int64_t N, int64_t K, int epi, float *buf)
 {
-    float *xs = buf, *colmax = xs + M * K, *tmp = colmax + K, *mu = tmp + K, *cb = mu + K, *xo = cb + N;
+    float *xs = buf, *colmax = xs + M * K, *tmp = colmax + K, *mu = tmp + K, *cb = mu + K + 4, *xo = cb + N;
     scan_job sj = {.x = x, .ldx = ldx, .M = M, .K = K, .colsum = mu};
     if (!scan(kc, &sj)) return 0;  /* non-finite: the plain path, and its NaN outputs */
     const float inv = 1.f / (float)M;
     for (int64_t k = 0; k < K; k++) mu[k] *= inv;
+    for (int64_t k = K; k < 4 * pk->Kp; k++) mu[k] = 0.f;
     sj = (scan_job){.x = x, .ldx = ldx, .M = M, .K = K, .colmax = colmax, .mu = mu, .xs = xs};
     if (!scan(kc, &sj)) return 0;  /* x - mu overflowed */
     int32_t idx[MACT_I8_MAX_OUTLIERS];
@@ -299,8 +336,7 @@ static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float 
             xo[m * n_out + o] = xs[m * K + idx[o]];
             xs[m * K + idx[o]] = 0.f;
         }
-    /* mu W^T + bias from the stored weights (the row-major kernels: exact fp32 products) */
-    mact_matmul_rowmajor(kc, cb, N, mu, K, W->data, W->dtype, bias, 1, N, K, MACT_EPI_NONE);
+    mean_product(kc, cb, mu, W, pk, bias, N, K);
     /* GELU waits for the residual plane's product and the outlier columns' (the side pass, or the GELU rows
      * after the second plane); with neither, the kernel fuses it */
     const int gelu = epi == MACT_EPI_GELU_TANH, later = gelu && (n_out || pk->lo);

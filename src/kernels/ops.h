@@ -51,6 +51,9 @@ struct mact_ops {
                         const float *bias, int64_t M, int epi, int use_bf16);
     void (*gemm_i8)(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx, const mact_packed *pk,
                     const float *bias, int64_t M, int epi);
+    /* one panel of an int8 pack times a vector, unscaled: out[c] = sum over k of x[k] W8[64 p + c, k], x zero-padded
+     * to Kp * 4 (the centred GEMM's mu W^T from the two weight planes, kernels/i8_split.c; NULL: the reference) */
+    void (*dot_panel_i8)(float *out, const float *x, const mact_packed *pk, int64_t p);
     /* instruction peaks for the bench (NULL: 0) */
     double (*peak_gflops)(int use_bf16, int threads);
     double (*peak_gops_i8)(int threads);
@@ -76,6 +79,7 @@ void mact_ref_gelu(float *x, int64_t n);
 void mact_ref_silu_mul(float *y, const float *gate, const float *val, int64_t n);
 void mact_ref_modulate_rows(float *y, int64_t rows, int64_t dim, const float *shift, const float *scale);
 void mact_ref_gated_add_rows(float *z, const float *y, const float *gate, int64_t rows, int64_t dim);
+void mact_ref_dot_panel_i8(float *out, const float *x, const mact_packed *pk, int64_t p);
 /* the GELU-tanh of one value and one epilogue store, shared by the reference and the x86 row-major paths */
 float mact_ref_gelu1(float v);
 static inline void mact_epi_store(float *dst, float s, float b, int epi)

@@ -771,10 +771,51 @@ static void check_int8_split(void)
     free(x); free(cm); free(tm);
 }
 
+/* dot_panel_i8 (the centred GEMM's mu W^T from the planes) at every level that has it, against the reference: each
+ * panel of an int8 pack (ragged K and N) times a zero-padded vector, relative to the sum of the terms' |values| */
+static void check_dot_panel_i8(void)
+{
+#if MACT_X86 || MACT_ARM
+    const int64_t N = 136, K = 459, Kp = (K + 3) / 4;
+    uint16_t *w = malloc(2 * (size_t)(N * K));
+    float *x = calloc((size_t)(4 * Kp), sizeof(float)), got[MACT_PANEL], want[MACT_PANEL];
+    for (int64_t i = 0; i < N * K; i++) w[i] = f2bf(rnorm());
+    for (int64_t k = 0; k < K; k++) x[k] = 3.f * rnorm();
+    double worst = 0;
+    int ran = 0, ok = 1;
+    for (int isa = MACT_ISA_SCALAR; isa <= max_isa; isa++) {
+        if (!has_isa(isa) || !g_ops[isa]->dot_panel_i8) continue;
+        set_isa(isa);
+        const mact_packed *pk = pack_weight(w, MACT_BF16, N, K, MACT_PRECISION_INT8, 1);
+        if (!pk || pk->fmt != MACT_PACK_I8) continue;
+        ran++;
+        for (int64_t p = 0; p < pk->npanel; p++) {
+            g_ops[isa]->dot_panel_i8(got, x, pk, p);
+            mact_ref_dot_panel_i8(want, x, pk, p);
+            for (int c = 0; c < MACT_PANEL; c++) {
+                double a = 1e-30;
+                for (int64_t k = 0; k < K; k++)
+                    a += fabs((double)x[k] * ((const int8_t *)pk->data)[p * Kp * 256 + (k / 4) * 256 + 4 * c + k % 4]);
+                const double d = fabs((double)got[c] - want[c]) / a;
+                worst = d > worst ? d : worst;
+                if (!(d <= 1e-6) || (p * MACT_PANEL + c >= N && got[c] != 0.f)) ok = 0;
+            }
+        }
+        release_weight(w);
+    }
+    set_isa(max_isa);
+    printf("INFO dot_panel_i8: %d levels against the reference, worst %.3g of the terms' magnitude (gate 1e-6)\n", ran,
+           worst);
+    if (ran) TH_CHECK("dot_panel_i8", ok, "worst %.3g of the terms (want <= 1e-6), or a column past N not 0", worst);
+    free(w);
+    free(x);
+#endif
+}
+
 /* The centred int8 GEMM (kernels/i8_split.c, a pack with `centre`: the model's vision weights). Rows that share a
  * common component (x = mu + noise, a few outlier columns in the noise, bf16 weights, a bias) through each
  * epilogue, against an emulation: mu the column mean in row order, x - mu split and quantized as the plain
- * path would, mu W^T + bias in double. Then what it is for: the mean over the rows of its error against fp32 is
+ * path would, mu W^T + bias in double (W the stored weight with one plane, s1 q1 + s2 q2 with two). Then what it is for: the mean over the rows of its error against fp32 is
  * far below the plain int8 kernel's on the same x (the weights' error does not average out over the rows, the
  * part the grid sampler's coordinates read); one row is the fp32 product; a NaN in one row leaves the others
  * finite and that row NaN. */
@@ -882,7 +923,9 @@ static void check_int8_centred(void)
                         cs1 += q1[n * K + k];
                         acc2 += (int64_t)q[k] * q2[n * K + k];
                         cs2 += q2[n * K + k];
-                        cb += (double)cm[k] * wf[n * K + k];
+                        /* the mean path: the stored weight with one plane, the planes' weight with two */
+                        cb += (double)cm[k] * (twin ? (double)s1[n] * q1[n * K + k] + (double)s2[n] * q2[n * K + k]
+                                                    : wf[n * K + k]);
                         a += fabs((double)x[m * K + k] * wf[n * K + k]) + fabs((double)cm[k] * wf[n * K + k]);
                     }
                     for (int o = 0; o < n_out; o++) {
@@ -921,7 +964,6 @@ static void check_int8_centred(void)
            werr2);
     TH_CHECK("int8_two_planes", werr2 * 100 < werr1 && werr1 <= 0.5 / 127 * 1.001, "one plane %.3g, two %.3g", werr1,
              werr2);
-    free(q1); free(q2); free(s1); free(s2); free(lobuf);
     /* accuracy: the error of the rows' mean against fp32, centred and the plain int8 kernel alone */
     set_isa(MACT_ISA_SCALAR);
     mm_raw_kc(&g_kc[MACT_ISA_SCALAR][MACT_PRECISION_FP32], y32, N, x, K, w, MACT_BF16, bias, M, N, K, MACT_EPI_NONE);
@@ -957,6 +999,21 @@ static void check_int8_centred(void)
         const double d = fabs((double)y[n] - y32[n]) / a;
         worst1 = d > worst1 ? d : worst1;
     }
+    /* one row with two planes: mu W^T from the planes, within their weight error (~1/254^2 of max |w|) */
+    pc.lo = &plo;
+    mact_matmul_epi(kc, y, N, x, K, &tc, bias, 1, N, K, MACT_EPI_NONE);
+    pc.lo = NULL;
+    double worst2 = 0, worst2e = 0;  /* against fp32, and against the planes' product in double */
+    for (int64_t n = 0; n < N; n++) {
+        double a = fabs(bias[n]), e = bias[n];
+        for (int64_t k = 0; k < K; k++) {
+            a += fabs((double)x[k] * wf[n * K + k]);
+            e += (double)x[k] * ((double)s1[n] * q1[n * K + k] + (double)s2[n] * q2[n * K + k]);
+        }
+        const double d = fabs((double)y[n] - y32[n]) / a, de = fabs((double)y[n] - e) / a;
+        worst2 = d > worst2 ? d : worst2;
+        worst2e = de > worst2e ? de : worst2e;
+    }
     /* a NaN in row 5: the plain path (that row NaN, the rest finite) */
     const float keep = x[5 * K + 9];
     x[5 * K + 9] = NAN;
@@ -965,12 +1022,15 @@ static void check_int8_centred(void)
     int nan_ok = 1;
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) nan_ok &= (m == 5) == (isnan(y[m * N + n]) != 0);
-    printf("INFO int8_centred_one_row: %.3g of the terms' magnitude from fp32 (gate 1e-6)\n", worst1);
-    TH_CHECK("int8_centred_one_row_and_nan", worst1 < 1e-6 && nan_ok,
-             "one row vs fp32: %.3g of the terms (want < 1e-6); NaN row 5 alone NaN: %s", worst1, nan_ok ? "yes" : "no");
+    printf("INFO int8_centred_one_row: of the terms' magnitude, one plane %.3g from fp32 (gate 1e-6); two planes "
+           "%.3g from fp32 (gate 5e-5), %.3g from the planes' product (gate 1e-6)\n", worst1, worst2, worst2e);
+    TH_CHECK("int8_centred_one_row_and_nan", worst1 < 1e-6 && worst2 < 5e-5 && worst2e < 1e-6 && nan_ok,
+             "one row: one plane %.3g from fp32 (want < 1e-6); two planes %.3g from fp32 (want < 5e-5), %.3g from "
+             "the planes (want < 1e-6); NaN row 5 alone NaN: %s", worst1, worst2, worst2e, nan_ok ? "yes" : "no");
     release_weight(w);
     free(x); free(xs); free(wf); free(bias); free(mu); free(cm); free(tm); free(y); free(y0); free(ref); free(y32);
     free(yk); free(scale); free(w); free(q);
+    free(q1); free(q2); free(s1); free(s2); free(lobuf);
 #endif
 }
 
@@ -1496,6 +1556,7 @@ int main(void)
            "up to %d outlier columns split\n", g_obs_i8, g_obs_i8_vs32, g_obs_i8 > 0 ? "" : " [no int8 kernels ran here]",
            g_i8_split_seen);
     check_int8_split();
+    check_dot_panel_i8();
     check_int8_centred();
     check_pool();
     check_for_panels();

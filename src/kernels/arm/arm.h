@@ -57,6 +57,8 @@ void mact_arm_gemm_i8(const mact_kctx *kc, float *y, int64_t ldy, const float *x
                       const float *bias, int64_t M, int epi);
 void mact_arm_gemm_i8mm(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,
                         const mact_packed *pk, const float *bias, int64_t M, int epi);
+/* one int8 panel times a zero-padded vector, unscaled (the ops table's dot_panel_i8; gemm_i8.c) */
+void mact_arm_dot_panel_i8(float *out, const float *x, const mact_packed *pk, int64_t p);
 /* the bf16 GEMM with BFMMLA on MACT_PACK_BF16Q panels (gemm_bf16.c; bf16 CPUs), and the bf16 level's
  * instruction peak (BFMMLA when use_bf16, else fp32 FMLA) */
 void mact_arm_gemm_bf16(const mact_kctx *kc, float *y, int64_t ldy, const float *x, int64_t ldx,

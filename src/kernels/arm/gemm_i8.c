@@ -166,3 +166,28 @@ static double sdot_body(long iters)
 }
 
 double mact_arm_peak_gops_i8(int threads) { return mact_peak_best_of_3(sdot_body, 5000000, 16 * 32, threads); }
+
+/* one panel times a vector (the centred GEMM's mu W^T from the planes): 16 columns at a time (16 accumulators of
+ * 4 k lanes each, summed at the end), each 16 bytes (4 columns x 4 k) widened to floats and multiplied by x's 4
+ * values of that k quad */
+void mact_arm_dot_panel_i8(float *out, const float *x, const mact_packed *pk, int64_t p)
+{
+    const int8_t *w0 = (const int8_t *)pk->data + p * pk->Kp * 256;
+    for (int g = 0; g < 4; g++) {
+        float32x4_t acc[16];
+        for (int i = 0; i < 16; i++) acc[i] = vdupq_n_f32(0.f);
+        const int8_t *w = w0 + 64 * g;
+        for (int64_t kq = 0; kq < pk->Kp; kq++, w += 256) {
+            const float32x4_t xv = vld1q_f32(x + 4 * kq);
+            for (int i = 0; i < 4; i++) {
+                const int8x16_t q = vld1q_s8(w + 16 * i);
+                const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_s8(vget_high_s8(q));
+                acc[4 * i + 0] = vfmaq_f32(acc[4 * i + 0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), xv);
+                acc[4 * i + 1] = vfmaq_f32(acc[4 * i + 1], vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), xv);
+                acc[4 * i + 2] = vfmaq_f32(acc[4 * i + 2], vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), xv);
+                acc[4 * i + 3] = vfmaq_f32(acc[4 * i + 3], vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), xv);
+            }
+        }
+        for (int i = 0; i < 16; i++) out[16 * g + i] = vaddvq_f32(acc[i]);
+    }
+}

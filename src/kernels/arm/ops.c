@@ -31,7 +31,7 @@ static const mact_ops ops_neon = {
     .peak_gops_i8 = mact_arm_peak_gops_i8
 static const mact_ops ops_dotprod = {.name = "neon+fp16+dotprod", .kernels = MACT_KERNELS_ARM_DOTPROD,
                                      .isa = MACT_ISA_NEON_DOTPROD, NEON_COMMON, INT8_PACKS,
-                                     .gemm_i8 = mact_arm_gemm_i8};
+                                     .gemm_i8 = mact_arm_gemm_i8, .dot_panel_i8 = mact_arm_dot_panel_i8};
 /* i8mm + bf16: the same int8 packs multiplied with SMMLA (2 x 2 x 8 per instruction), bf16 packs of every
  * other weight outside FP32 precision multiplied with BFMMLA (2 x 2 x 4), and BFDOT attention there */
 static const mact_ops ops_i8mm = {.name = "neon+fp16+dotprod+i8mm+bf16", .kernels = MACT_KERNELS_ARM_I8MM,
@@ -39,6 +39,7 @@ static const mact_ops ops_i8mm = {.name = "neon+fp16+dotprod+i8mm+bf16", .kernel
                                   .pack_plan = mact_arm_pack_plan_bf16, .pack_describe = mact_arm_pack_describe,
                                   .pack_fill = mact_arm_pack_fill, .peak_gops_i8 = mact_arm_peak_gops_i8mm,
                                   .gemm_packed = mact_arm_gemm_bf16, .gemm_i8 = mact_arm_gemm_i8mm,
+                                  .dot_panel_i8 = mact_arm_dot_panel_i8,
                                   .attention_bf16 = mact_arm_attention_bf16, .kv_pack = mact_arm_kv_pack_bf16,
                                   .peak_gflops = mact_arm_peak_gflops_bf16};
 

@@ -78,6 +78,17 @@ void mact_ref_gated_add_rows(float *z, const float *y, const float *gate, int64_
         for (int64_t d = 0; d < dim; d++) z[r * dim + d] += gate[d] * y[r * dim + d];
 }
 
+void mact_ref_dot_panel_i8(float *out, const float *x, const mact_packed *pk, int64_t p)
+{
+    const int8_t *w = (const int8_t *)pk->data + p * pk->Kp * 256;
+    for (int c = 0; c < MACT_PANEL; c++) {
+        float s = 0.f;
+        for (int64_t kq = 0; kq < pk->Kp; kq++)
+            for (int i = 0; i < 4; i++) s += x[4 * kq + i] * (float)w[kq * 256 + 4 * c + i];
+        out[c] = s;
+    }
+}
+
 const mact_ops mact_ops_ref = {
     .name = "ref",
     .kernels = MACT_KERNELS_REF,

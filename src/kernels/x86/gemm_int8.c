@@ -348,6 +348,32 @@ void mact_x86_gemm_i8(const mact_kctx *kc, float *y, int64_t ldy, const float *x
     mact_for_panels(kc, pk->npanel, M, par, panel_task, j.local ? prep8 : NULL, &j);
 }
 
+/* ---- one panel times a vector (the centred GEMM's mu W^T from the planes) ---- */
+
+/* A k quad row of the panel is 64 columns x 4 int8: each 16 bytes (4 columns x 4 k) widen to 16 floats and
+ * multiply x's 4 values of that quad repeated 4 times; acc[i] holds columns 4i..4i+3, 4 k lanes each, summed
+ * at the end. */
+TV void mact_x86_dot_panel_i8(float *out, const float *x, const mact_packed *pk, int64_t p)
+{
+    const int8_t *w = (const int8_t *)pk->data + p * pk->Kp * 256;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t kq = 0; kq < pk->Kp; kq++, w += 256) {
+        const __m512 xv = _mm512_broadcast_f32x4(_mm_loadu_ps(x + 4 * kq));
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            const __m512i q = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(w + 16 * i)));
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), xv, acc[i]);
+        }
+    }
+    for (int i = 0; i < 16; i++) {
+        float a[16];
+        _mm512_storeu_ps(a, acc[i]);
+        for (int j = 0; j < 4; j++) out[4 * i + j] = (a[4 * j] + a[4 * j + 1]) + (a[4 * j + 2] + a[4 * j + 3]);
+    }
+}
+
 /* ---- instruction peak: 16 independent vpdpbusd chains (16 lanes x 4 multiply-adds = 128 ops each) ---- */
 
 TV static double peak_vnni(long iters)

@@ -26,13 +26,14 @@ static const mact_ops ops_avx512 = {
     .name = "avx512", .kernels = MACT_KERNELS_X86_AVX512, .isa = MACT_ISA_AVX512, AVX512_COMMON};
 static const mact_ops ops_avx512_vnni = {.name = "avx512+vnni", .kernels = MACT_KERNELS_X86_AVX512,
                                          .isa = MACT_ISA_AVX512, AVX512_COMMON, .gemm_i8 = mact_x86_gemm_i8,
-                                         .peak_gops_i8 = peak_i8};
+                                         .dot_panel_i8 = mact_x86_dot_panel_i8, .peak_gops_i8 = peak_i8};
 #define BF16_EXTRA .has_bf16 = 1, .kv_pack = mact_x86_kv_pack_bf16, .attention_bf16 = mact_x86_attention_bf16
 static const mact_ops ops_avx512bf16 = {.name = "avx512bf16", .kernels = MACT_KERNELS_X86_AVX512_BF16,
                                         .isa = MACT_ISA_AVX512BF16, AVX512_COMMON, BF16_EXTRA};
 static const mact_ops ops_avx512bf16_vnni = {.name = "avx512bf16+vnni", .kernels = MACT_KERNELS_X86_AVX512_BF16,
                                              .isa = MACT_ISA_AVX512BF16, AVX512_COMMON, BF16_EXTRA,
-                                             .gemm_i8 = mact_x86_gemm_i8, .peak_gops_i8 = peak_i8};
+                                             .gemm_i8 = mact_x86_gemm_i8, .dot_panel_i8 = mact_x86_dot_panel_i8,
+                                             .peak_gops_i8 = peak_i8};
 
 const mact_ops *mact_ops_x86(int max_isa)
 {

@@ -68,6 +68,8 @@ void mact_gemm_i8_scalar(float *y, int64_t ldy, const float *x, int64_t ldx, con
 void mact_quant_row_u8(uint32_t *A, int64_t Kq, const float *x, int64_t K, float *s, int32_t *z);
 void mact_quant_row_u8_avx512(uint32_t *A, int64_t Kq, const float *x, int64_t K, float *s, int32_t *z);
 double mact_x86_peak_gops_i8(int threads);
+/* one int8 panel times a zero-padded vector, unscaled (the ops table's dot_panel_i8; AVX-512) */
+void mact_x86_dot_panel_i8(float *out, const float *x, const mact_packed *pk, int64_t p);
 
 /* Rows (256 bytes each in every pack format) that the first row tile of a packed GEMM's K block prefetches
  * ahead of itself when the GEMM has at most two row tiles (mact_tile_prefetch). */
