@@ -207,7 +207,7 @@ int mact_i8_find_outliers(const mact_kctx *kc, const float *x, int64_t ldx, int6
 
 typedef struct {
     float *y;
-    int64_t ldy, M, N, K;
+    int64_t ldy, M, N;
     const float *xo;   /* [M, n_out] the outlier columns of x */
     const int32_t *idx;
     int n_out;
@@ -275,9 +275,9 @@ static void gelu_rows(const mact_kctx *kc, float *y, int64_t ldy, int64_t M, int
 /* the split's side pass over y: the outlier columns' product, then GELU when the epilogue is GELU (the int8
  * part landed without it: GELU is not linear) */
 static void side_pass(const mact_kctx *kc, float *y, int64_t ldy, const float *xo, const int32_t *idx, int n_out,
-                      const mact_packed *pk, int64_t M, int64_t N, int64_t K, int epi)
+                      const mact_packed *pk, int64_t M, int64_t N, int epi)
 {
-    side_job j = {y, ldy, M, N, K, xo, idx, n_out, pk};
+    side_job j = {y, ldy, M, N, xo, idx, n_out, pk};
     mact_kctx_run(kc, (N + 63) / 64, M * N * n_out > 200000, side_task, &j);
     if (epi == MACT_EPI_GELU_TANH) gelu_rows(kc, y, ldy, M, N);
 }
@@ -342,7 +342,7 @@ static int centred_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float 
     const int gelu = epi == MACT_EPI_GELU_TANH, later = gelu && (n_out || pk->lo);
     kc->ops->gemm_i8(kc, y, ldy, xs, K, pk, cb, M, later ? MACT_EPI_NONE : epi);
     if (pk->lo) kc->ops->gemm_i8(kc, y, ldy, xs, K, pk->lo, NULL, M, MACT_EPI_RESIDUAL);
-    if (n_out) side_pass(kc, y, ldy, xo, idx, n_out, pk, M, N, K, epi);
+    if (n_out) side_pass(kc, y, ldy, xo, idx, n_out, pk, M, N, epi);
     else if (later) gelu_rows(kc, y, ldy, M, N);
     return 1;
 }
@@ -366,6 +366,6 @@ int mact_i8_split_gemm(const mact_kctx *kc, float *y, int64_t ldy, const float *
     }
     /* GELU is not linear: the int8 part lands without it and the side pass applies it to the sum */
     kc->ops->gemm_i8(kc, y, ldy, xs, K, pk, bias, M, epi == MACT_EPI_GELU_TANH ? MACT_EPI_NONE : epi);
-    side_pass(kc, y, ldy, xo, idx, n_out, pk, M, N, K, epi);
+    side_pass(kc, y, ldy, xo, idx, n_out, pk, M, N, epi);
     return 1;
 }

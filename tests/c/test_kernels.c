@@ -815,10 +815,11 @@ static void check_dot_panel_i8(void)
 /* The centred int8 GEMM (kernels/i8_split.c, a pack with `centre`: the model's vision weights). Rows that share a
  * common component (x = mu + noise, a few outlier columns in the noise, bf16 weights, a bias) through each
  * epilogue, against an emulation: mu the column mean in row order, x - mu split and quantized as the plain
- * path would, mu W^T + bias in double (W the stored weight with one plane, s1 q1 + s2 q2 with two). Then what it is for: the mean over the rows of its error against fp32 is
- * far below the plain int8 kernel's on the same x (the weights' error does not average out over the rows, the
- * part the grid sampler's coordinates read); one row is the fp32 product; a NaN in one row leaves the others
- * finite and that row NaN. */
+ * path would, mu W^T + bias in double (W the stored weight with one plane, s1 q1 + s2 q2 with two). Then what
+ * it is for: the mean over the rows of its error against fp32 is far below the plain int8 kernel's on the same x
+ * (the weights' error does not average out over the rows, the part the grid sampler's coordinates read); one row
+ * is the fp32 product (with two planes, the planes' product); a NaN in one row leaves the others finite and that
+ * row NaN. */
 static void check_int8_centred(void)
 {
 #if MACT_X86 || MACT_ARM
