@@ -38,6 +38,15 @@ for v in lerobot lora; do
     $PY tests/reference/gen_checkpoint.py tiny "$T/$v" --seed "$SEED" $extra >/dev/null \
         && $PY tests/reference/make_golden.py "$T/$v" "$T/g_$v" --seed $((SEED + 1)) >/dev/null \
         || { echo "FAIL loader_$v: reference failed"; continue; }
-    if out=$($MACT parity "$T/g_$v" --model "$T/$v" 2>&1); then echo "PASS loader_${v}_parity"
-    else echo "FAIL loader_${v}_parity:"; echo "$out"; fi
+    out=$($MACT parity "$T/g_$v" --model "$T/$v" 2>&1); rc=$?
+    # one line: the closest row to its gate on a pass, every failing row on a failure (the gates: parity's last line)
+    rows=$(awk '($NF == "PASS" || $NF == "FAIL") && NF >= 7 {
+                    r = $5 > 0 ? $4 / $5 : 0; if (r >= worst) { worst = r; w = $1 "/" $2 " max_abs " $4 " max|ref| " $5 }
+                    if ($3 < cmin || cmin == "") cmin = $3
+                    if ($NF == "FAIL") { f = f s $1 "/" $2 " cos " $3 " max_abs " $4 " max|ref| " $5 " in_tol " $6; s = "; " } }
+                /could not run/ { f = f s $0; s = "; " }
+                END { printf "%s", f != "" ? "failing: " f : "min cosine " cmin ", largest max_abs / max|ref|: " w }' <<<"$out")
+    gates=$(sed -n 's/^parity: [0-9]* passed, [0-9]* failed (\(.*\))$/\1/p' <<<"$out")
+    if [ $rc -eq 0 ]; then echo "PASS loader_${v}_parity ($rows; gates: $gates)"
+    else echo "FAIL loader_${v}_parity (exit $rc; $rows; gates: $gates)"; fi
 done

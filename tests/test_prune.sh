@@ -44,6 +44,13 @@ print(f"{'PASS' if ok else 'FAIL'} prune_target_depth (depth 4: mact keep {c['ke
 EOF
 if [ "$(head -c 8 "$T/snr.png" | od -An -tx1 | tr -d ' ')" = "89504e470d0a1a0a" ]; then pass "prune_png (bar chart $(stat -c %s "$T/snr.png") bytes)"
 else fail "prune_png: $T/snr.png is not a PNG"; fi
+vision_parity() {  # name, what the row compares, mact parity's log: PASS or FAIL, with the vision row's numbers and gate
+    local row nums
+    row=$(awk '$1 == "vision"' "$3")
+    [ -n "$row" ] || { fail "$1: no vision row in mact parity's output: $(tr '\n' ' ' <"$3")"; return; }
+    nums=$(awk '{printf "cosine %s max_abs_err %s max|ref| %s; gate cosine >= 0.99999, max abs <= 1e-4 x max|ref| = %.3g", $3, $4, $5, 1e-4 * $5}' <<<"$row")
+    [ "${row##* }" = PASS ] && pass "$1 ($2: $nums)" || fail "$1 ($2: $nums; row: $row)"
+}
 distill_cmp() {  # mact's json, the reference's json, name
     $PY - "$1" "$2" "$3" <<'EOF'
 import json, sys
@@ -69,10 +76,7 @@ if $MACT prune --model "$T/A" --keep $KEEP --taps=$TAPS --out "$T/A_p" >"$T/A_p.
         fail "prune_out_mode: $(stat -c %a "$T/A_p") vs $(stat -c %a "$T/A")"
     $PY $REF identity "$T/A" --keep $KEEP --taps=$TAPS --images "${NPYS[@]}" --golden "$T/g_A_p" --student "$T/A_p" | grep -v '^identity'
     $MACT parity "$T/g_A_p" --model "$T/A_p" >"$T/A_p.parity" 2>&1
-    row=$(awk '$1 == "vision" {print}' "$T/A_p.parity")
-    [ "$(echo "$row" | awk '{print $NF}')" = PASS ] &&
-        pass "prune_identity_parity (mact on the pruned checkpoint vs the reference teacher with blocks 3,4,6 as the identity: $(echo "$row" | awk '{printf "cosine %s max_abs_err %s max|ref| %s", $3, $4, $5}'))" ||
-        fail "prune_identity_parity: $(tail -3 "$T/A_p.parity")"
+    vision_parity prune_identity_parity "mact on the pruned checkpoint vs the reference teacher with blocks 3,4,6 as the identity" "$T/A_p.parity"
     # the distillation metrics: mact distill-eval against the reference
     $MACT distill-eval --teacher "$T/A" --student "$T/A_p" "${IMG_ARGS[@]}" --json "$T/d_c.json" >"$T/d_c.log" 2>&1 || fail "prune_distill_eval: $(tail -2 "$T/d_c.log")"
     $PY $REF distill "$T/A" "$T/A_p" --images "${NPYS[@]}" --json "$T/d_r.json" >/dev/null 2>&1 || fail "prune_distill_ref"
@@ -83,21 +87,17 @@ if $MACT prune --model "$T/A" --keep 0,2,4,7 --out "$T/A_d" >"$T/A_d.log" 2>&1; 
     $PY $REF check "$T/A" "$T/A_d" --keep 0,2,4,7
     $PY $REF identity "$T/A" --keep 0,2,4,7 --taps=-1,-2 --images "${NPYS[0]}" --golden "$T/g_A_d" >/dev/null
     $MACT parity "$T/g_A_d" --model "$T/A_d" >"$T/A_d.parity" 2>&1
-    row=$(awk '$1 == "vision" {print}' "$T/A_d.parity")
     $MACT distill-eval --teacher "$T/A" --student "$T/A_d" "${IMG_ARGS[@]}" --json "$T/d2_c.json" >/dev/null 2>&1 &&
     $PY $REF distill "$T/A" "$T/A_d" --images "${NPYS[@]}" --json "$T/d2_r.json" >/dev/null 2>&1 &&
         distill_cmp "$T/d2_c.json" "$T/d2_r.json" default_taps || fail "prune_distill_default_taps: distill-eval or the reference failed"
-    [ "$(echo "$row" | awk '{print $NF}')" = PASS ] && pass "prune_default_taps_parity ($(echo "$row" | awk '{printf "cosine %s max_abs_err %s", $3, $4}'))" ||
-        fail "prune_default_taps_parity: $(tail -3 "$T/A_d.parity")"
+    vision_parity prune_default_taps_parity "taps on teacher layers 7 and 4" "$T/A_d.parity"
 else fail "prune_default_taps: $(tail -3 "$T/A_d.log")"; fi
 # ---- LeRobot + LoRA on the ViT blocks, sharded: renamed with their blocks, index rewritten
 if $MACT prune --model "$T/B" --keep $KEEP --taps=$TAPS --out "$T/B_p" >"$T/B_p.log" 2>&1; then
     $PY $REF check "$T/B" "$T/B_p" --keep $KEEP --taps=$TAPS | sed 's/prune_check_/prune_check_lora_sharded_/'
     $PY $REF identity "$T/B" --keep $KEEP --taps=$TAPS --images "${NPYS[0]}" --golden "$T/g_B_p" >/dev/null
     $MACT parity "$T/g_B_p" --model "$T/B_p" >"$T/B_p.parity" 2>&1
-    row=$(awk '$1 == "vision" {print}' "$T/B_p.parity")
-    [ "$(echo "$row" | awk '{print $NF}')" = PASS ] && pass "prune_lora_sharded_parity (LoRA merged by both loaders: $(echo "$row" | awk '{printf "cosine %s max_abs_err %s", $3, $4}'))" ||
-        fail "prune_lora_sharded_parity: $(tail -3 "$T/B_p.parity")"
+    vision_parity prune_lora_sharded_parity "LoRA merged by both loaders" "$T/B_p.parity"
 else fail "prune_lora_sharded: $(tail -3 "$T/B_p.log")"; fi
 # ---- full keep: bitwise outputs, byte-identical files
 full_keep() {  # name, teacher, keep, expect config identical (1/0)

@@ -218,8 +218,7 @@ parity_case() {  # name, checkpoint dir, make_golden args
     if [ $rc -eq 0 ] && [ -n "$summary" ]; then
         echo "PASS synth_parity_$name (${summary#parity: })"
     else
-        echo "FAIL synth_parity_$name: mact parity exited $rc:"
-        grep -E 'FAIL|could not|error' "$T/$name.parity.log" | head -8 | sed 's/^/    /'
+        echo "FAIL synth_parity_$name: mact parity exited $rc: $(grep -E 'FAIL|could not|error' "$T/$name.parity.log" | head -8 | tr '\n' ';')"
         [ -z "$summary" ] && tail -5 "$T/$name.parity.log" | sed 's/^/    /'
     fi
 }

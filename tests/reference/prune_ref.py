@@ -126,6 +126,9 @@ def renamed(name, student_of):
 
 
 # ------------------------------------------------------------------------------- gen
+LORA_REL = 0.1  # the LoRA update's spread relative to the base weight's (see cmd_gen)
+
+
 def cmd_gen(a):
     p = gen_checkpoint.PRESETS["tiny"]
     p["vit_layers_stored"] = a.vit_layers
@@ -145,6 +148,15 @@ def cmd_gen(a):
     st = os.path.join(a.out, "model.safetensors")
     tensors, meta, meta_first = st_tensors(st)
     if a.vit_lora:
+        # A trained adapter is a small update: PEFT starts lora_B at zero, and fine-tuning moves the merged
+        # weight by a fraction of W0. B's spread is set so scale * B @ A has LORA_REL x W0's spread (A and W0
+        # are both N(0, 1/in)). A delta as large as W0 (B ~ N(0, 1/r) at scale alpha/r = 4) grew the image
+        # embeddings about 10x, and the grid sampler's bilinear read turned fp32's rounding of its positions
+        # into errors near the parity gate, the fp32 reference's own error included (docs/bugs.md).
+        with open(os.path.join(a.out, "adapter_config.json")) as f:
+            acfg = json.load(f)
+        scale = float(acfg["lora_alpha"]) / float(acfg["r"])
+        sd_b = LORA_REL / (scale * math.sqrt(a.vit_lora))
         rng = np.random.default_rng(a.seed + 17)
         out = []
         for name, dt, shape, raw in tensors:
@@ -154,7 +166,7 @@ def cmd_gen(a):
                 o, i = shape
                 out.append((mod + ".base_layer.weight", dt, shape, raw))
                 A = (rng.standard_normal((a.vit_lora, i)) / math.sqrt(i)).astype(np.float32)
-                B = (rng.standard_normal((o, a.vit_lora)) / math.sqrt(a.vit_lora)).astype(np.float32)
+                B = (rng.standard_normal((o, a.vit_lora)) * sd_b).astype(np.float32)
                 out.append((mod + ".lora_A.default.weight", "F32", [a.vit_lora, i], A.tobytes()))
                 out.append((mod + ".lora_B.default.weight", "F32", [o, a.vit_lora], B.tobytes()))
             else:
