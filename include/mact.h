@@ -285,7 +285,8 @@ typedef struct {
  * Prefix weights over the horizon's rows, with d = inference_delay and e = min(execution_horizon, n_prev), d
  * clamped to e: */
 typedef enum {
-    MACT_RTC_LINEAR = 0,  /* 1 before d, then linspace(1, 0, e - d + 2)[1:-1], then 0 (LeRobot's default) */
+    MACT_RTC_SCHEDULE_DEFAULT = 0, /* the checkpoint's (a LeRobot policy's rtc_config), else LINEAR */
+    MACT_RTC_LINEAR,      /* 1 before d, then linspace(1, 0, e - d + 2)[1:-1], then 0 (LeRobot's default) */
     MACT_RTC_ZEROS,       /* 1 before d, then 0 */
     MACT_RTC_ONES,        /* 1 before e, then 0 */
     MACT_RTC_EXP,         /* LINEAR with each ramp weight w as w * expm1(w) / (e - 1) */
@@ -311,14 +312,16 @@ typedef struct {
     size_t prev_dim;          /* floats per row of prev_actions: must equal the norm tag's action dim */
     int inference_delay;      /* d: rows the robot executes while this inference runs, 0..n_prev (and < horizon);
                                * the new chunk's rows [0, d) are then already in the past: the caller starts at row d */
-    int execution_horizon;    /* rows guided; 0: MACT_RTC_DEFAULT_EXECUTION_HORIZON; capped at n_prev (the guided
-                               * prefix never extends past the rows given: zero is the dataset's mean) */
-    mact_rtc_schedule schedule;    /* LINEAR (0) */
-    float max_guidance_weight;     /* cap of g; 0: MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT; must be finite, >= 0 */
+    int execution_horizon;    /* rows guided; 0: the checkpoint's (a LeRobot policy's rtc_config), else
+                               * MACT_RTC_DEFAULT_EXECUTION_HORIZON; capped at n_prev (the guided prefix never extends
+                               * past the rows given: zero is the dataset's mean) */
+    mact_rtc_schedule schedule;    /* SCHEDULE_DEFAULT (0) */
+    float max_guidance_weight;     /* cap of g; 0: the checkpoint's, else MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT; must be
+                                    * finite, >= 0 */
     mact_rtc_guidance guidance;    /* IDENTITY (0) */
 } mact_rtc_options;
 
-/* "linear", "zeros", "ones", "exp" -> *out; "identity", "vjp" -> *out; MACT_ERR_INPUT for anything else. */
+/* "default", "linear", "zeros", "ones", "exp" -> *out; "identity", "vjp" -> *out; MACT_ERR_INPUT for anything else. */
 MACT_API mact_status mact_rtc_schedule_parse(const char *name, mact_rtc_schedule *out);
 MACT_API mact_status mact_rtc_guidance_parse(const char *name, mact_rtc_guidance *out);
 /* The prefix weights mact uses for these options over h rows (n_prev rows given) -> w [h]. MACT_ERR_INPUT on

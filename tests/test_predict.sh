@@ -16,44 +16,7 @@ if ! scripts/setup_tokenizer.sh >"$T/tok_setup.log" 2>&1; then
     tail -5 "$T/tok_setup.log"; exit 1
 fi
 $MACT synth tiny "$T/model" --seed "$SEED" >/dev/null || { echo "FAIL predict_synth: mact synth tiny failed"; exit 1; }
-compare() {  # name, case dir
-    local name=$1 d=$2
-    $PY - "$d" "$name" <<'PYEOF'
-import json, sys, numpy as np
-d, name = sys.argv[1], sys.argv[2]
-r = np.load(f"{d}/ref.npz")
-def res(ok, what, detail):
-    print(("PASS" if ok else "FAIL") + f" predict_{name}/{what} {detail}")
-ids = np.load(f"{d}/dump/input_ids.npy").astype(np.int64)
-ok = ids.shape == r["input_ids"].shape and (ids == r["input_ids"]).all()
-res(ok, "input_ids", f"n={ids.size} ref_n={r['input_ids'].size}" + ("" if ok else f" first diff at {int(np.argmax(ids[:min(ids.size, r['input_ids'].size)] != r['input_ids'][:min(ids.size, r['input_ids'].size)]))}"))
-pv = np.load(f"{d}/dump/pixel_values.npy"); e = float(np.abs(pv - r["pixel_values"]).max())
-res(e <= 1e-6, "pixel_values", f"max_abs={e:.3e} (<= 1e-6)")
-an = np.load(f"{d}/dump/actions_norm.npy"); e = float(np.abs(an - r["actions_norm"]).max())
-res(e <= 1e-4, "actions_norm", f"max_abs={e:.3e} (<= 1e-4)")
-a = np.load(f"{d}/dump/actions.npy"); ra = r["actions"]
-e = float(np.abs(a - ra).max()) if a.shape == ra.shape else float("inf")
-scale = float(np.abs(ra).max()) + 1e-12
-res(e <= 1e-4 * max(1.0, scale), "actions", f"shape={a.shape} max_abs={e:.3e} (<= 1e-4 x max(1, {scale:.3g}))")
-PYEOF
-}
-run_case() {  # name, n_images, [task]
-    local name=$1 n=$2 task=${3:-}
-    local d="$T/$name" extra=()
-    [ -n "$task" ] && extra=(--task "$task")
-    if ! $PY tests/reference/predict_ref.py "${MODEL:-$T/model}" "$d" --seed $((SEED + n)) --n-images "$n" "${extra[@]}" >"$d.log" 2>&1; then
-        echo "FAIL predict_$name: reference failed"; tail -5 "$d.log"; return; fi
-    local imgs=() f
-    for f in $($PY -c "import json;print(' '.join(json.load(open('$d/case.json'))['images']))"); do imgs+=(--image "$d/$f"); done
-    local task_arg state tag
-    task_arg=$($PY -c "import json;print(json.load(open('$d/case.json'))['task'])")
-    state=$($PY -c "import json;print(json.load(open('$d/case.json'))['state'])")
-    tag=$($PY -c "import json;print(json.load(open('$d/case.json'))['norm_tag'])")
-    if ! $MACT run --model "${MODEL:-$T/model}" "${imgs[@]}" --task "$task_arg" --state "$state" --norm-tag "$tag" \
-            --noise "$d/noise.npy" --dump "$d/dump" --precision fp32 >"$d.run.log" 2>&1; then
-        echo "FAIL predict_$name: mact run failed:"; tail -5 "$d.run.log"; return; fi
-    compare "$name" "$d"
-}
+. "$(dirname "$0")/predict_case.sh"
 run_case two_cams 2
 run_case one_cam 1 "put the bowl on the plate"
 run_case three_cams_unicode 3 "  Instruction: Öffne die Schublade — und lege den Würfel hinein.  "
@@ -79,10 +42,24 @@ tag.update(state_stats=st, action_stats=dict(st, mask=[True, True, True, True, T
            setup_type="so101 arm", control_mode="absolute joint pose", action_horizon=30, n_action_steps=30)
 ns["metadata_by_tag"] = {"so100_so101_molmoact2": tag}
 json.dump(ns, open(f"{d}/norm_stats.json", "w"))
-json.dump({"name": "policy_preprocessor", "steps": [{"registry_name": "molmoact2_state_frame_transform",
-           "class": "MolmoAct2StateFrameTransformStep", "config": {}}]}, open(f"{d}/policy_preprocessor.json", "w"))
+# the checkpoint's joint frame, LeRobot's documented SO-101 values, in both processor steps as LeRobot writes them
+so101 = {"joint_signs": [1.0, -1.0, 1.0, 1.0, 1.0, 1.0], "joint_offsets": [0.0, 90.0, 90.0, 0.0, 0.0, 0.0]}
+for name, reg in (("policy_preprocessor", "molmoact2_state_frame_transform"),
+                  ("policy_postprocessor", "molmoact2_action_frame_transform")):
+    json.dump({"name": name, "steps": [{"registry_name": reg, "config": so101}]}, open(f"{d}/{name}.json", "w"))
 PYEOF
 MODEL="$T/model_so101" run_case so101_frame 2 "Pick up the large blue cube and put it in the box."
+# LeRobot writes the frame step into every MolmoAct2 pipeline, with null values unless the user set them: no transform
+cp -r "$T/model_so101" "$T/model_so101_null"
+$PY - "$T/model_so101_null" <<'PYEOF'
+import json, sys
+for name in ("policy_preprocessor", "policy_postprocessor"):
+    p = f"{sys.argv[1]}/{name}.json"
+    j = json.load(open(p))
+    j["steps"][0]["config"] = {"joint_signs": None, "joint_offsets": None}
+    json.dump(j, open(p, "w"))
+PYEOF
+MODEL="$T/model_so101_null" run_case so101_null_frame 2 "Pick up the large blue cube and put it in the box."
 
 # bad input: each a clear error, exit 1, and --dump writes nothing
 d="$T/two_cams"; st=$($PY -c "import json;print(json.load(open('$d/case.json'))['state'])")

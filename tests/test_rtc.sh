@@ -34,8 +34,10 @@ for md in ns["metadata_by_tag"].values():
         for f, v in list(md[k].items()):
             if isinstance(v, list): md[k][f] = v[:6]
 json.dump(ns, open(p, "w"))
-json.dump({"name": "policy_preprocessor", "steps": [{"registry_name": "molmoact2_state_frame_transform"}]},
-          open(f"{T}/so101/policy_preprocessor.json", "w"))
+so101 = {"joint_signs": [1.0, -1.0, 1.0, 1.0, 1.0, 1.0], "joint_offsets": [0.0, 90.0, 90.0, 0.0, 0.0, 0.0]}
+for name, reg in (("policy_preprocessor", "molmoact2_state_frame_transform"),
+                  ("policy_postprocessor", "molmoact2_action_frame_transform")):
+    json.dump({"name": name, "steps": [{"registry_name": reg, "config": so101}]}, open(f"{T}/so101/{name}.json", "w"))
 PYEOF
 STATE8="0.1,-0.2,0.3,0.05,-0.1,0.2,0.4,-0.3"; STATE6="5,80,95,-3,2,10"
 run() {  # out_dir, model, state, extra args...

@@ -49,7 +49,7 @@ static void norm_row(const mact_norm_stats *ns, const mact_norm_tag *tg, const f
 {
     float m[64];
     for (int j = 0; j < D && j < 64; j++) m[j] = so101 && j < 6 ? (float)(so101_sg[j] * x[j] + so101_of[j]) : x[j];
-    mact_norm_actions(ns, &tg->action, m, 1, D, out);
+    mact_tag_norm_actions(tg, m, 1, D, out);
 }
 
 /* At an episode's end: its joins' jumps and the executed rows' errors against the ground truth act [n x D] */
@@ -156,7 +156,7 @@ static int hold_map(const mact_ld_feature *fa, const mact_ld_feature *fs, const 
     return 1;
 }
 
-static const char *const sched_names[] = {"linear", "zeros", "ones", "exp"}, *const guid_names[] = {"identity", "vjp"};
+static const char *const sched_names[] = {"linear", "linear", "zeros", "ones", "exp"}, *const guid_names[] = {"identity", "vjp"};
 
 /* Every failure after the options are checked goes through here: the message into err, the status returned. */
 #define FAIL(code, ...) (mact_errf(err, el, (code), __VA_ARGS__))
@@ -189,7 +189,7 @@ static mact_status eval_run(const mact_eval_options *o, FILE *rep, FILE *progres
     for (int q = 0; q < nk; q++) if (fk[q] < 1 || fk[q] > MAXH) return FAIL(MACT_ERR_INPUT, "first-k %d out of 1..%d", fk[q], MAXH);
     if (H < 0 || H > MAXH || K < 0 || K > MAXH || delay < 0 || delay > MAXH || steps < 0 || steps > 1000 || !(thr >= 0))
         return FAIL(MACT_ERR_INPUT, "horizon, replan, delay, steps or static threshold out of range");
-    if ((unsigned)ro.schedule > 3 || (unsigned)ro.guidance > 1) return FAIL(MACT_ERR_INPUT, "unknown RTC schedule or guidance");
+    if ((unsigned)ro.schedule > MACT_RTC_EXP || (unsigned)ro.guidance > 1) return FAIL(MACT_ERR_INPUT, "unknown RTC schedule or guidance");
     const char *sched_name = sched_names[ro.schedule], *guid_name = guid_names[ro.guidance];
     if (!K && (delay || !compare || ro.execution_horizon || ro.max_guidance_weight != 0 || ro.schedule || ro.guidance))
         return FAIL(MACT_ERR_INPUT, "the RTC options need --replan K");

@@ -486,7 +486,7 @@ static int write_component(ctx *x, const char *tmp, const char *name, int kind, 
     size_t len = 0;
     char doc[512];
     snprintf(doc, sizeof doc, "mact export: %.40s of %.100s (opset 20, %s weights as external data in %.60s)", name,
-             x->m->dir, x->fp16 ? "fp16" : "fp32", dname);
+             x->m->src.dir, x->fp16 ? "fp16" : "fp32", dname);
     uint8_t *buf = bad ? NULL : og_pack(&g, name, doc, &len);
     uint64_t nw = g.n_weights, db = g.data_off;
     size_t nn = g.n_node;

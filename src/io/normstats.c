@@ -1,5 +1,6 @@
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "mact.h"
@@ -40,9 +41,13 @@ static int read_feature(const cJSON *o, int mode, mact_feature_stats *f, const c
     if (mode != MACT_NORM_NONE) {
         if ((rc = read_vec(o, pairs[mode][0], f->lo, &f->dim, where, err, el))) return rc;
         if ((rc = read_vec(o, pairs[mode][1], f->hi, &f->dim, where, err, el))) return rc;
-    } else {
-        if ((rc = read_vec(o, "q01", f->lo, &f->dim, where, err, el))) return rc;  /* only for the dim */
+    } else {  /* only for the dim: the first statistic present */
+        static const char *const any[] = {"q01", "min", "mean", "q10", "q99", "max", "std", "q90"};
+        size_t k = 0;
+        while (k + 1 < sizeof any / sizeof *any && !cJSON_GetObjectItemCaseSensitive(o, any[k])) k++;
+        if ((rc = read_vec(o, any[k], f->lo, &f->dim, where, err, el))) return rc;
     }
+    f->mode = mode;
     /* the pair must be ordered: q01 <= q99 (min <= max, q10 <= q90), std >= 0 */
     for (int i = 0; mode != MACT_NORM_NONE && i < f->dim; i++)
         if (mode == MACT_NORM_MEAN_STD ? !(f->hi[i] >= 0) : !(f->lo[i] <= f->hi[i]))
@@ -72,6 +77,7 @@ static int read_feature(const cJSON *o, int mode, mact_feature_stats *f, const c
             return mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.mask[%d] is not a boolean (true/false)",
                              where, i);
         f->mask[i] = m ? cJSON_IsTrue(b) : 1;
+        f->mask_given = m != NULL;
         f->zero[i] = have_mm && mn[i] == mx[i];
     }
     return 0;
@@ -103,9 +109,10 @@ static int tag_int(const cJSON *t, const char *tag, const char *key, int *dst, c
     return 0;
 }
 
-int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size_t el)
+static int parse(const char *json, int state_mode, int action_mode, mact_norm_stats *ns, char *err, size_t el)
 {
     memset(ns, 0, sizeof *ns);
+    ns->default_tag = -1;
     cJSON *r = NULL;
     int rc = mact_json_parse(json, strlen(json), "norm_stats.json", &r, err, el);
     if (rc) return rc;
@@ -138,6 +145,11 @@ int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size
                        cJSON_GetArraySize(tags), MACT_NORM_MAX_TAGS);
         goto out;
     }
+    if (!(ns->tags = calloc((size_t)cJSON_GetArraySize(tags), sizeof *ns->tags))) {
+        rc = mact_errf(err, el, MACT_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (state_mode < 0) state_mode = action_mode = ns->mode;
     cJSON_ArrayForEach(t, tags) {
         mact_norm_tag *g = &ns->tags[ns->n_tags];
         size_t nl = strlen(t->string);
@@ -153,10 +165,10 @@ int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size
         }
         char where[200];
         snprintf(where, sizeof where, "%s.state_stats", g->name);
-        if ((rc = read_feature(cJSON_GetObjectItemCaseSensitive(t, "state_stats"), ns->mode, &g->state, where, err, el)))
+        if ((rc = read_feature(cJSON_GetObjectItemCaseSensitive(t, "state_stats"), state_mode, &g->state, where, err, el)))
             goto out;
         snprintf(where, sizeof where, "%s.action_stats", g->name);
-        if ((rc = read_feature(cJSON_GetObjectItemCaseSensitive(t, "action_stats"), ns->mode, &g->action, where, err, el)))
+        if ((rc = read_feature(cJSON_GetObjectItemCaseSensitive(t, "action_stats"), action_mode, &g->action, where, err, el)))
             goto out;
         if ((rc = tag_int(t, g->name, "action_horizon", &g->action_horizon, err, el)) ||
             (rc = tag_int(t, g->name, "n_action_steps", &g->n_action_steps, err, el)) ||
@@ -175,7 +187,7 @@ int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size
             cJSON_ArrayForEach(k, ck) {
                 if (!cJSON_IsString(k) || strlen(k->valuestring) >= sizeof g->camera_keys[0]) {
                     rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: %s.camera_keys has a %s entry", g->name,
-                                   cJSON_IsString(k) ? "too long (>= 128 bytes)" : "non-string");
+                                   cJSON_IsString(k) ? "too long (>= 256 bytes)" : "non-string");
                     goto out;
                 }
                 if (ci < MACT_NORM_MAX_CAMERAS) snprintf(g->camera_keys[ci], sizeof g->camera_keys[ci], "%s", k->valuestring);
@@ -195,8 +207,28 @@ out:
     return rc;
 }
 
+int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size_t el)
+{
+    return parse(json, -1, -1, ns, err, el);
+}
+
+int mact_norm_stats_parse_modes(const char *json, int state_mode, int action_mode, mact_norm_stats *ns, char *err,
+                                size_t el)
+{
+    return parse(json, state_mode, action_mode, ns, err, el);
+}
+
+void mact_norm_stats_free(mact_norm_stats *ns)
+{
+    if (!ns) return;
+    free(ns->tags);
+    ns->tags = NULL;
+    ns->n_tags = 0;
+}
+
 const mact_norm_tag *mact_norm_find_tag(const mact_norm_stats *ns, const char *name, char *err, size_t el)
 {
+    if (!name && ns->default_tag >= 0 && ns->default_tag < ns->n_tags) return &ns->tags[ns->default_tag];
     if (!name && ns->n_tags == 1) return &ns->tags[0];
     for (int i = 0; name && i < ns->n_tags; i++)
         if (!strcmp(ns->tags[i].name, name)) return &ns->tags[i];
@@ -209,20 +241,66 @@ const mact_norm_tag *mact_norm_find_tag(const mact_norm_stats *ns, const char *n
     return NULL;
 }
 
-void mact_norm_state(const mact_norm_stats *ns, const mact_feature_stats *f, const float *x, float *out)
+/* HF (norm_stats.json): double, the range floored at 1e-6, clipped in the quantile and min-max modes */
+static double hf_norm(const mact_feature_stats *f, int i, double v)
 {
-    for (int i = 0; i < f->dim; i++) {
-        double v = x[i], n;
-        switch (ns->mode) {
-        case MACT_NORM_MEAN_STD: n = (v - f->lo[i]) / fmax(f->hi[i], 1e-6); break;
-        case MACT_NORM_NONE: n = v; break;
-        default:
-            n = 2.0 * (v - f->lo[i]) / fmax(f->hi[i] - f->lo[i], 1e-6) - 1.0;
-            n = n < -1 ? -1 : n > 1 ? 1 : n;
-        }
-        n = f->mask[i] ? n : v;
-        out[i] = f->zero[i] ? 0.f : (float)n;
+    double n;
+    switch (f->mode) {
+    case MACT_NORM_MEAN_STD: n = (v - f->lo[i]) / fmax(f->hi[i], 1e-6); break;
+    case MACT_NORM_NONE: n = v; break;
+    default:
+        n = 2.0 * (v - f->lo[i]) / fmax(f->hi[i] - f->lo[i], 1e-6) - 1.0;
+        n = n < -1 ? -1 : n > 1 ? 1 : n;
     }
+    return n;
+}
+
+/* LeRobot (NormalizerProcessorStep._apply_transform): float32, each operation rounded as torch rounds it, eps for a
+ * zero range; the two inverse forms keep their own operation order */
+static float lr_norm(const mact_feature_stats *f, float eps, int i, float v)
+{
+    const float lo = (float)f->lo[i], hi = (float)f->hi[i];
+    if (f->mode == MACT_NORM_NONE) return v;
+    if (f->mode == MACT_NORM_MEAN_STD) return (v - lo) / (hi + eps);
+    float d = hi - lo;
+    if (d == 0) d = eps;
+    return 2.0f * (v - lo) / d - 1.0f;
+}
+
+static float lr_unnorm(const mact_feature_stats *f, float eps, int i, float v)
+{
+    const float lo = (float)f->lo[i], hi = (float)f->hi[i];
+    if (f->mode == MACT_NORM_NONE) return v;
+    if (f->mode == MACT_NORM_MEAN_STD) return v * hi + lo;
+    float d = hi - lo;
+    if (d == 0) d = eps;
+    return f->mode == MACT_NORM_MIN_MAX ? (v + 1.0f) / 2.0f * d + lo : (v + 1.0f) * d / 2.0f + lo;
+}
+
+static float clip1(float v) { return v < -1 ? -1 : v > 1 ? 1 : v; }
+
+int mact_tag_norm_state(const mact_norm_tag *t, const float *x, float *out, char *err, size_t el)
+{
+    const mact_feature_stats *f = &t->state;
+    const mact_joint_frame *j = &t->state_frame;
+    for (int i = 0; i < f->dim; i++) {
+        const float v = i < j->n ? j->signs[i] * x[i] + j->offsets[i] : x[i];
+        if (!t->lerobot) {
+            const double n = f->mask[i] ? hf_norm(f, i, v) : v;
+            out[i] = f->zero[i] ? 0.f : (float)n;
+        } else if (f->mask[i]) {
+            const float n = lr_norm(f, t->eps, i, v);
+            out[i] = t->clamp_state ? clip1(n) : n;
+        } else {
+            if (!(v >= -1 && v <= 1))
+                return mact_errf(err, el, MACT_ERR_INPUT, "state[%d] is %g%s: norm tag "
+                                 "\"%s\" passes it through un-normalised (its mask is false, as LeRobot does for a "
+                                 "gripper unless normalize_gripper is set), and LeRobot requires such a value within "
+                                 "[-1, 1]", i, (double)v, i < j->n ? " after the joint frame" : "", t->name);
+            out[i] = v;
+        }
+    }
+    return 0;
 }
 
 void mact_state_bins(const float *norm, int dim, int n_bins, int *bins)
@@ -237,35 +315,52 @@ void mact_state_bins(const float *norm, int dim, int n_bins, int *bins)
     }
 }
 
-void mact_unnorm_actions(const mact_norm_stats *ns, const mact_feature_stats *f, const float *a, int n, int ld,
-                         float *out)
+void mact_tag_unnorm_actions(const mact_norm_tag *t, const float *a, int n, int ld, float *out)
 {
+    const mact_feature_stats *f = &t->action;
+    const mact_joint_frame *j = &t->action_frame;
     for (int r = 0; r < n; r++)
         for (int i = 0; i < f->dim; i++) {
-            double v = a[r * ld + i], x;
-            if (ns->mode == MACT_NORM_NONE) x = v;
-            else if (ns->mode == MACT_NORM_MEAN_STD) x = v * f->hi[i] + f->lo[i];
-            else {
-                v = v < -1 ? -1 : v > 1 ? 1 : v;
-                x = (v + 1.0) * (f->hi[i] - f->lo[i]) / 2.0 + f->lo[i];
+            float y;
+            if (!t->lerobot) {
+                double v = a[r * ld + i], x;
+                if (f->mode == MACT_NORM_NONE) x = v;
+                else if (f->mode == MACT_NORM_MEAN_STD) x = v * f->hi[i] + f->lo[i];
+                else {
+                    v = v < -1 ? -1 : v > 1 ? 1 : v;
+                    x = (v + 1.0) * (f->hi[i] - f->lo[i]) / 2.0 + f->lo[i];
+                }
+                y = (float)(f->mask[i] ? x : v);
+            } else {
+                const float v = t->clamp_actions ? clip1(a[r * ld + i]) : a[r * ld + i];
+                y = f->mask[i] ? lr_unnorm(f, t->eps, i, v) : v;
             }
-            out[r * f->dim + i] = (float)(f->mask[i] ? x : v);
+            out[r * f->dim + i] = i < j->n ? j->signs[i] * (y - j->offsets[i]) : y;
         }
 }
 
-void mact_norm_actions(const mact_norm_stats *ns, const mact_feature_stats *f, const float *x, int n, int ld_out,
-                       float *out)
+void mact_tag_norm_actions(const mact_norm_tag *t, const float *x, int n, int ld_out, float *out)
 {
+    const mact_feature_stats *f = &t->action;
+    const mact_joint_frame *j = &t->action_frame;
     for (int r = 0; r < n; r++)
         for (int i = 0; i < f->dim; i++) {
-            double v = x[r * f->dim + i], y;
-            if (ns->mode == MACT_NORM_NONE) y = v;
-            else if (ns->mode == MACT_NORM_MEAN_STD) y = (v - f->lo[i]) / fmax(f->hi[i], 1e-6);
-            else {
-                y = 2.0 * (v - f->lo[i]) / fmax(f->hi[i] - f->lo[i], 1e-6) - 1.0;
-                y = y < -1 ? -1 : y > 1 ? 1 : y;
+            /* the frame's inverse: a' = a / signs + offsets (a sign is never 0: refused at load) */
+            const float v = i < j->n ? x[r * f->dim + i] / j->signs[i] + j->offsets[i] : x[r * f->dim + i];
+            float y;
+            if (!t->lerobot) {
+                double w = v;
+                if (f->mode == MACT_NORM_NONE) w = v;
+                else if (f->mode == MACT_NORM_MEAN_STD) w = (v - f->lo[i]) / fmax(f->hi[i], 1e-6);
+                else {
+                    w = 2.0 * (v - f->lo[i]) / fmax(f->hi[i] - f->lo[i], 1e-6) - 1.0;
+                    w = w < -1 ? -1 : w > 1 ? 1 : w;
+                }
+                y = f->zero[i] ? 0.f : (float)(f->mask[i] ? w : v);
+            } else {
+                y = f->mask[i] ? lr_norm(f, t->eps, i, v) : v;
+                if (f->mode != MACT_NORM_MEAN_STD && f->mode != MACT_NORM_NONE) y = clip1(y);
             }
-            y = f->mask[i] ? y : v;
-            out[r * ld_out + i] = f->zero[i] ? 0.f : (float)y;
+            out[r * ld_out + i] = y;
         }
 }

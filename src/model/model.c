@@ -14,11 +14,11 @@
 #include "base/json.h"
 #include "model/model.h"
 #include "model/table.h"
+#include "model/lerobot.h"
 
 /* Largest auxiliary JSON file read whole (config.json, norm_stats.json, adapter_config.json, ...). */
 #define MACT_JSON_FILE_MAX ((size_t)64 << 20)
 #include "io/npy.h"
-#include "io/so101.h"
 #include "io/normstats.h"
 #include "io/tokenizer.h"
 #include "kernels/kernels.h"
@@ -57,6 +57,7 @@ struct mact_ctable {
     centry *e;
     size_t n;
     float lora_scale;            /* alpha / r, 0 when no adapter */
+    int lora_rank;               /* r, every adapter's */
     int has_lora;
 };
 
@@ -132,14 +133,23 @@ static int canon_names(struct mact_model *m, struct mact_ctable *ct, char *err, 
     return 0;
 }
 
+/* alpha / r (PEFT's scaling; alpha / sqrt(r) with use_rslora) from adapter_config.json beside the weights, else, for a
+ * LeRobot policy trained with LoRA (which writes no adapter_config.json), from its config's lora_alpha / lora_rank
+ * (LeRobot builds its PEFT LoraConfig from those two fields) */
 static int read_lora_scale(struct mact_model *m, struct mact_ctable *ct, char *err, size_t errlen)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/adapter_config.json", m->dir);
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return mact_errf(err, errlen, MACT_ERR_MODEL, "checkpoint has LoRA tensors (lora_A/lora_B) but no %s "
-                         "to give lora_alpha and r", path);
+    snprintf(path, sizeof path, "%s/adapter_config.json", m->src.dir);
+    const mact_lr_config *lr = m->src.lr;
+    if (mact_file_check_regular(path, NULL, 0)) {
+        if (lr && !strcmp(lr->train_mode_vlm, "lora")) {
+            ct->lora_rank = lr->lora_rank;
+            ct->lora_scale = (float)(lr->lora_alpha / lr->lora_rank);
+            return 0;
+        }
+        return mact_errf(err, errlen, MACT_ERR_MODEL, "checkpoint has LoRA tensors (lora_A/lora_B) but no %s to give "
+                         "lora_alpha and r%s", path, lr ? ", and its LeRobot config's train_mode_vlm is not lora" : "");
+    }
     char *txt = NULL, jerr[512];
     size_t len = 0;
     cJSON *j = NULL;
@@ -150,12 +160,20 @@ static int read_lora_scale(struct mact_model *m, struct mact_ctable *ct, char *e
     }
     free(txt);
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "lora_alpha"), *r = cJSON_GetObjectItemCaseSensitive(j, "r");
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "use_rslora"), *rp = cJSON_GetObjectItemCaseSensitive(j, "rank_pattern");
+    const cJSON *ap = cJSON_GetObjectItemCaseSensitive(j, "alpha_pattern");
     int ok = cJSON_IsNumber(a) && cJSON_IsNumber(r) && r->valuedouble > 0 && isfinite(a->valuedouble) &&
              r->valuedouble <= 65536 && r->valuedouble == floor(r->valuedouble) && fabs(a->valuedouble) <= 1e6;
-    if (ok) ct->lora_scale = (float)(a->valuedouble / r->valuedouble);
+    const int patterns = (cJSON_IsObject(rp) && cJSON_GetArraySize(rp)) || (cJSON_IsObject(ap) && cJSON_GetArraySize(ap));
+    if (ok) {
+        ct->lora_rank = (int)r->valuedouble;
+        ct->lora_scale = (float)(a->valuedouble / (cJSON_IsTrue(rs) ? sqrt(r->valuedouble) : r->valuedouble));
+    }
     cJSON_Delete(j);
     if (!ok) return mact_errf(err, errlen, MACT_ERR_FORMAT, "%s: needs a finite lora_alpha (|alpha| <= 1e6) and an "
                               "integer r in 1..65536", path);
+    if (patterns) return mact_errf(err, errlen, MACT_ERR_UNSUPPORTED, "%s: rank_pattern / alpha_pattern (a rank or alpha "
+                                   "per module) is not supported", path);
     return 0;
 }
 
@@ -193,6 +211,9 @@ static int merge_lora(walk_ctx *w, const char *name, mact_tensor *t, int64_t out
     if (A->ndim != 2 || B->ndim != 2 || A->shape[1] != in || B->shape[0] != out || A->shape[0] != B->shape[1])
         return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "LoRA shapes for '%s' do not fit W [%lld, %lld]", name,
                          (long long)out, (long long)in);
+    if (A->shape[0] != w->ct->lora_rank)
+        return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "LoRA for '%s' has rank %lld but the adapter's r (lora_rank) "
+                         "is %d: its scale alpha / r would be wrong", name, (long long)A->shape[0], w->ct->lora_rank);
     if (A->dtype > MACT_F16 || B->dtype > MACT_F16)
         return mact_errf(w->err, w->errlen, MACT_ERR_MODEL, "LoRA tensors for '%s' must be F32/BF16/F16", name);
     a->used = b->used = 1;
@@ -364,12 +385,12 @@ static int resolve_vit_depth(struct mact_model *m, struct mact_ctable *ct, char 
     return 0;
 }
 
-/* tokenizer.json, norm_stats.json and the LeRobot preprocessor are needed only by mact_predict: their
- * absence is recorded (and reported there), a malformed one likewise. */
-static void load_optional(struct mact_model *m)
+/* The base's tokenizer.json: needed only by mact_predict and mact_tokenize, so its absence (or a malformed one) is
+ * recorded and reported there. */
+static void load_tokenizer(struct mact_model *m)
 {
-    char path[4200], *txt = NULL;
-    snprintf(path, sizeof path, "%s/tokenizer.json", m->dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", m->src.base_dir);
     if (mact_tokenizer_load(path, &m->tok, m->tok_err, sizeof m->tok_err)) m->tok = NULL;
     /* every special token the robot prompt is built from must be one token of this tokenizer: a missing one
      * would be split into ordinary pieces and the model would read another prompt */
@@ -392,62 +413,131 @@ static void load_optional(struct mact_model *m)
             m->tok = NULL;
         }
     }
-    snprintf(path, sizeof path, "%s/norm_stats.json", m->dir);
-    if (mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, NULL, m->ns_err, sizeof m->ns_err)) txt = NULL;
-    else {
-        m->ns = calloc(1, sizeof *m->ns);
-        if (!m->ns || mact_norm_stats_parse(txt, m->ns, m->ns_err, sizeof m->ns_err)) { free(m->ns); m->ns = NULL; }
-        free(txt);
-    }
-    /* LeRobot's SO-101 preprocessor may carry MolmoAct2StateFrameTransformStep (docs/spec/molmoact2.md 4.3). */
-    snprintf(path, sizeof path, "%s/policy_preprocessor.json", m->dir);
-    char perr[64];   /* absent or unreadable: no frame transform */
-    if (!mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, NULL, perr, sizeof perr)) {
-        if (strstr(txt, "StateFrameTransform") || strstr(txt, "state_frame_transform")) {
-            m->frame_transform = 1;
-            m->frame_dim = MACT_SO101_DIM;
-            memcpy(m->frame_signs, mact_so101_signs, sizeof mact_so101_signs);
-            memcpy(m->frame_offsets, mact_so101_offsets, sizeof mact_so101_offsets);
-        }
-        free(txt);
-    }
 }
 
+/* An HF folder's LeRobot processor files, when present, may carry the joint-frame steps (docs/spec/molmoact2.md
+ * 4.3): their values, never constants; null values (LeRobot's default) mean no transform. The state's transform
+ * without the actions' inverse (or the reverse) is refused rather than half applied. */
+static int hf_joint_frames(const struct mact_model *m, mact_joint_frame fr[2], char *err, size_t el)
+{
+    static const char *const files[2] = {"policy_preprocessor.json", "policy_postprocessor.json"};
+    int found[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        char path[4200], *txt = NULL;
+        size_t len = 0;
+        memset(&fr[k], 0, sizeof fr[k]);
+        snprintf(path, sizeof path, "%s/%s", m->src.dir, files[k]);
+        if (mact_file_check_regular(path, NULL, 0)) continue;
+        int rc = mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, &len, err, el);
+        if (!rc) rc = mact_lerobot_frame_parse(txt, len, files[k], k, &fr[k], &found[k], err, el);
+        free(txt);
+        if (rc) return rc;
+    }
+    if ((fr[0].n > 0) != (fr[1].n > 0))
+        return mact_errf(err, el, MACT_ERR_MODEL, "%s sets a joint frame (%s) but %s %s: the actions would not be mapped "
+                         "back to the robot's frame", files[fr[0].n ? 0 : 1], fr[0].n ? "joint_signs on the state" :
+                         "joint_signs on the actions", files[fr[0].n ? 1 : 0], found[fr[0].n ? 1 : 0] ?
+                         "has null values" : "is missing or has no such step");
+    return 0;
+}
+
+/* The norm tags: a LeRobot policy's (its processors, else its base's norm stats under its config), else
+ * norm_stats.json with the folder's joint frame. Absent or malformed: recorded (ns_err) for mact_predict, as the
+ * tokenizer; a joint frame that is malformed or half given fails the load (a wrong frame moves the arm). */
+static int load_tags(struct mact_model *m, char *err, size_t el)
+{
+    char path[4200], *txt = NULL;
+    mact_norm_stats *ns = calloc(1, sizeof *ns);
+    if (!ns) return mact_errf(err, el, MACT_ERR_NOMEM, "out of memory");
+    snprintf(path, sizeof path, "%s/norm_stats.json", m->src.base_dir);
+    if (m->src.lr) {
+        mact_lr_pipeline *pre = calloc(1, sizeof *pre);
+        char e2[1024];
+        int rc = pre ? mact_lerobot_tags(m->src.dir, m->src.lr, path, ns, pre, m->stats_src, sizeof m->stats_src, e2,
+                                         sizeof e2) : mact_errf(e2, sizeof e2, MACT_ERR_NOMEM, "out of memory");
+        if (!rc && pre->has_pack && pre->num_state_tokens != m->cfg.num_state_tokens) m->cfg.num_state_tokens = pre->num_state_tokens;
+        if (!rc && pre->n_renames) {
+            m->n_renames = pre->n_renames;
+            m->rename_from = mact_model_own(m, sizeof *m->rename_from * (size_t)pre->n_renames);
+            m->rename_to = mact_model_own(m, sizeof *m->rename_to * (size_t)pre->n_renames);
+            if (!m->rename_from || !m->rename_to) rc = mact_errf(e2, sizeof e2, MACT_ERR_NOMEM, "out of memory");
+            else {
+                memcpy(m->rename_from, pre->rename_from, sizeof *m->rename_from * (size_t)pre->n_renames);
+                memcpy(m->rename_to, pre->rename_to, sizeof *m->rename_to * (size_t)pre->n_renames);
+            }
+        }
+        free(pre);
+        if (rc) { free(ns); return mact_errf(err, el, rc, "%s: %s", m->src.dir, e2); }
+        m->ns = ns;
+        return 0;
+    }
+    mact_joint_frame fr[2];
+    int rc = hf_joint_frames(m, fr, err, el);
+    if (rc) { free(ns); return rc; }
+    snprintf(m->stats_src, sizeof m->stats_src, "%s", path);
+    if (mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, NULL, m->ns_err, sizeof m->ns_err) ||
+        mact_norm_stats_parse(txt, ns, m->ns_err, sizeof m->ns_err)) {
+        free(txt);
+        mact_norm_stats_free(ns);
+        free(ns);
+        return 0;
+    }
+    free(txt);
+    for (int i = 0; i < ns->n_tags; i++) {
+        ns->tags[i].state_frame = fr[0];
+        ns->tags[i].action_frame = fr[1];
+        if (fr[0].n > ns->tags[i].state.dim || fr[1].n > ns->tags[i].action.dim) {
+            rc = mact_errf(err, el, MACT_ERR_MODEL, "the joint frame has %d joints but norm tag \"%s\" has %d state and "
+                           "%d action dims", fr[0].n, ns->tags[i].name, ns->tags[i].state.dim, ns->tags[i].action.dim);
+            mact_norm_stats_free(ns);
+            free(ns);
+            return rc;
+        }
+    }
+    m->ns = ns;
+    return 0;
+}
 static void describe_tables(struct mact_model *m, struct mact_ctable *ct);
 
-mact_status mact_model_load(const char *dir, const mact_load_options *opt, mact_model **out, char *err, size_t errlen)
+/* A LeRobot policy's fields over the base's HF config, as LeRobot's MolmoAct2Policy applies them at load: the
+ * generation horizon (chunk_size overrides max_action_horizon), the flow steps (num_inference_steps), the grid
+ * sampler switch (the fork's use_grid_token_sampler), the state bins; its expected_max_action_dim is checked. */
+static int apply_policy(struct mact_model *m, char *err, size_t el)
 {
-    if (!out) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_model_load: out is NULL");
-    *out = NULL;
-    if (!dir) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_model_load: model_dir is NULL");
-    struct mact_model *m = calloc(1, sizeof *m);
-    if (!m) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
-    snprintf(m->dir, sizeof m->dir, "%s", dir);
-    char path[4200], *txt = NULL;
-    int rc;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if ((rc = mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, NULL, err, errlen))) goto fail;
-    rc = mact_config_parse(txt, &m->cfg, err, errlen);
-    free(txt);
-    if (rc) goto fail;
+    const mact_lr_config *lr = m->src.lr;
     mact_config *c = &m->cfg;
-    if (opt && opt->pooling_mask) c->pooling_mask = opt->pooling_mask;
-    if (opt && opt->encoder_mask) c->encoder_mask = opt->encoder_mask;
-    if (c->image_num_pos != c->grid_h * c->grid_w) {
-        rc = mact_errf(err, errlen, MACT_ERR_UNSUPPORTED, "config.json: vit_config.image_num_pos %d != %dx%d patches "
-                       "(positional-embedding interpolation is not supported)", c->image_num_pos, c->grid_h, c->grid_w);
-        goto fail;
-    }
-    if (mact_st_open(dir, &m->st, err, errlen)) { rc = MACT_ERR_FORMAT; goto fail; }
+    if (!lr) return 0;
+    if (lr->expected_max_action_dim && lr->expected_max_action_dim != c->max_action_dim)
+        return mact_errf(err, el, MACT_ERR_MODEL, "%s: the LeRobot config expects max_action_dim %d but the base's "
+                         "config.json has %d", m->src.dir, lr->expected_max_action_dim, c->max_action_dim);
+    c->max_action_horizon = lr->chunk_size;
+    /* LeRobot's _encoder_attention_mask_for_action_expert: a policy saved by LeRobot attends to every prompt token
+     * unless it was trained with action_mode both, whatever its HF base's action_mode says */
+    c->encoder_mask = lr->action_mode_both ? MACT_ENC_DROP_EOS : MACT_ENC_ALL;
+    if (lr->num_inference_steps) c->flow_steps = lr->num_inference_steps;
+    if (lr->use_sampler >= 0) c->use_sampler = lr->use_sampler;
+    c->num_state_tokens = lr->num_state_tokens;
+    return 0;
+}
+
+/* The weights: every tensor canonicalised, LoRA merged, bound to the table with its shape checked, none left over. */
+static int load_weights(struct mact_model *m, char *err, size_t errlen)
+{
+    mact_config *c = &m->cfg;
+    int rc;
+    if (mact_st_open(m->src.dir, &m->st, err, errlen)) return MACT_ERR_FORMAT;
     struct mact_ctable ct = {0};
-    if ((rc = canon_names(m, &ct, err, errlen))) goto fail;
-    if (ct.has_lora && (rc = read_lora_scale(m, &ct, err, errlen))) goto fail;
-    if ((rc = resolve_sampler(m, &ct, err, errlen))) goto fail;
-    if ((rc = resolve_vit_depth(m, &ct, err, errlen))) goto fail;
+    if ((rc = canon_names(m, &ct, err, errlen))) return rc;
+    if (ct.has_lora && (rc = read_lora_scale(m, &ct, err, errlen))) return rc;
+    m->lora_scale = ct.has_lora ? ct.lora_scale : 0;
+    if ((rc = resolve_sampler(m, &ct, err, errlen)) || (rc = resolve_vit_depth(m, &ct, err, errlen))) return rc;
+    if (m->src.lr && m->src.lr->sampler_k && c->use_sampler && m->src.lr->sampler_k != c->sampler_k)
+        return mact_errf(err, errlen, MACT_ERR_MODEL, "the LeRobot config's grid_token_sampler_num_tokens is %d but the "
+                         "sampler's tensors give %d tokens per image", m->src.lr->sampler_k, c->sampler_k);
     m->vis.blocks = mact_model_own(m, sizeof(mact_vit_block) * (size_t)c->vit_layers);
     m->llm.blocks = mact_model_own(m, sizeof(mact_llm_block) * (size_t)c->n_layers);
     m->ae.blocks = mact_model_own(m, sizeof(mact_ae_block) * (size_t)c->ae_layers);
-    if (!m->vis.blocks || !m->llm.blocks || !m->ae.blocks) { rc = mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory"); goto fail; }
+    if (!m->vis.blocks || !m->llm.blocks || !m->ae.blocks) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
     walk_ctx w = {.m = m, .ct = &ct, .err = err, .errlen = errlen};
     if ((rc = mact_table_walk(&w, bind_one))) {
         /* A missing tensor is often a renamed one: name what nothing in the table claims. */
@@ -457,45 +547,73 @@ mact_status mact_model_load(const char *dir, const mact_load_options *opt, mact_
         size_t l = strlen(err);
         if (extra && l + 1 < errlen)
             snprintf(err + l, errlen - l, "; the checkpoint has unexpected tensor '%s' (renamed?)", extra);
-        goto fail;
+        return rc;
     }
     const char *extra = first_unclaimed(&ct);
     if (extra) {
         const centry *e = cfind(&ct, extra);
-        rc = mact_errf(err, errlen, MACT_ERR_MODEL, "unexpected tensor '%s' in %s: not part of a MolmoAct2 model with "
-                       "this config", e->t->name, e->t->file ? e->t->file : m->dir);
-        goto fail;
+        return mact_errf(err, errlen, MACT_ERR_MODEL, "unexpected tensor '%s' in %s: not part of a MolmoAct2 model with "
+                         "this config", e->t->name, e->t->file ? e->t->file : m->src.dir);
     }
-    load_optional(m);
-    m->precision = opt && opt->precision ? opt->precision : MACT_PRECISION_BF16;
+    describe_tables(m, &ct);
+    return 0;
+}
+
+/* The kernels and the precision they compute, then every weight packed for them (model/packs.c). */
+static int load_kernels(struct mact_model *m, const mact_load_options *opt, char *err, size_t errlen)
+{
+    int rc;
+    m->precision = opt && opt->precision ? opt->precision
+                   : m->src.lr && m->src.lr->precision ? (mact_precision)m->src.lr->precision : MACT_PRECISION_BF16;
     if (m->precision != MACT_PRECISION_FP32 && m->precision != MACT_PRECISION_BF16 &&
-        m->precision != MACT_PRECISION_INT8) {
-        rc = mact_errf(err, errlen, MACT_ERR_INPUT, "unknown precision %d", m->precision);
-        goto fail;
-    }
+        m->precision != MACT_PRECISION_INT8)
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "unknown precision %d", m->precision);
     m->ops = mact_ops_select(opt ? opt->kernels : MACT_KERNELS_AUTO, err, errlen);
-    if (!m->ops) {
-        rc = MACT_ERR_UNSUPPORTED;
-        goto fail;
-    }
+    if (!m->ops) return MACT_ERR_UNSUPPORTED;
     m->kprec = mact_kernels_effective_precision(m->ops, m->precision);
     const unsigned parts = opt && opt->int8_parts ? opt->int8_parts : MACT_INT8_PARTS_DEFAULT;
-    if (parts & ~(unsigned)MACT_INT8_PARTS_ALL) {
-        rc = mact_errf(err, errlen, MACT_ERR_INPUT, "int8_parts 0x%x: unknown component bits (MACT_PART_*)", parts);
+    if (parts & ~(unsigned)MACT_INT8_PARTS_ALL)
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "int8_parts 0x%x: unknown component bits (MACT_PART_*)", parts);
+    m->int8_parts = m->kprec == MACT_PRECISION_INT8 ? parts : 0;
+    if (opt && opt->no_pack) return 0;
+    /* weights packed once into the kernels' layout for this precision and bound to each tensor (model/packs.c),
+     * the work split over a pool that lives for the load */
+    const char *cache = opt && opt->pack_cache_dir ? opt->pack_cache_dir : getenv("MACT_PACK_CACHE");
+    mact_threadpool *pool = NULL;
+    mact_threadpool_new(0, &pool, NULL, 0);  /* NULL (out of memory): packed by this thread alone */
+    rc = mact_model_pack(m, pool, cache, &m->pack_cache, err, errlen);
+    mact_threadpool_free(pool);
+    return rc;
+}
+
+mact_status mact_model_load(const char *ref, const mact_load_options *opt, mact_model **out, char *err, size_t errlen)
+{
+    if (!out) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_model_load: out is NULL");
+    *out = NULL;
+    if (!ref) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_model_load: model_dir is NULL");
+    struct mact_model *m = calloc(1, sizeof *m);
+    if (!m) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
+    char *txt = NULL;
+    int rc = mact_source_open(ref, &m->src, &txt, err, errlen);
+    if (!rc) {
+        char e2[1024];
+        if ((rc = mact_config_parse(txt, &m->cfg, e2, sizeof e2)))
+            mact_errf(err, errlen, rc, "%s: %s%s", m->src.base_dir, e2, strstr(e2, "are all required") ? " (this is "
+                      "neither a MolmoAct2 HF config nor a LeRobot policy config, which has \"type\": \"molmoact2\")" : "");
+    }
+    free(txt);
+    if (rc || (rc = apply_policy(m, err, errlen))) goto fail;
+    mact_config *c = &m->cfg;
+    if (opt && opt->pooling_mask) c->pooling_mask = opt->pooling_mask;
+    if (opt && opt->encoder_mask) c->encoder_mask = opt->encoder_mask;
+    if (c->image_num_pos != c->grid_h * c->grid_w) {
+        rc = mact_errf(err, errlen, MACT_ERR_UNSUPPORTED, "config.json: vit_config.image_num_pos %d != %dx%d patches "
+                       "(positional-embedding interpolation is not supported)", c->image_num_pos, c->grid_h, c->grid_w);
         goto fail;
     }
-    m->int8_parts = m->kprec == MACT_PRECISION_INT8 ? parts : 0;
-    describe_tables(m, &ct);
-    if (!(opt && opt->no_pack)) {
-        /* weights packed once into the kernels' layout for this precision and bound to each tensor
-         * (model/packs.c), the work split over a pool that lives for the load */
-        const char *cache = opt && opt->pack_cache_dir ? opt->pack_cache_dir : getenv("MACT_PACK_CACHE");
-        mact_threadpool *pool = NULL;
-        mact_threadpool_new(0, &pool, NULL, 0);  /* NULL (out of memory): packed by this thread alone */
-        rc = mact_model_pack(m, pool, cache, &m->pack_cache, err, errlen);
-        mact_threadpool_free(pool);
-        if (rc) goto fail;
-    }
+    if ((rc = load_weights(m, err, errlen)) || (rc = load_tags(m, err, errlen))) goto fail;
+    load_tokenizer(m);
+    if ((rc = load_kernels(m, opt, err, errlen))) goto fail;
     *out = m;
     return 0;
 fail:
@@ -511,7 +629,9 @@ void mact_model_free(mact_model *m)
     free(m->owned);
     if (m->st) mact_st_close(m->st);
     mact_tokenizer_free(m->tok);
+    mact_norm_stats_free(m->ns);
     free(m->ns);
+    mact_source_free(&m->src);
     free(m);
 }
 
@@ -591,6 +711,63 @@ static void describe_tables(struct mact_model *m, struct mact_ctable *ct)
     mact_table_walk(&d.w, count_one);
 }
 
+#define P(...) do { if (*o < bl) *o += snprintf(buf + *o, bl - *o, __VA_ARGS__); } while (0)
+
+/* where each part came from: the folder (or hub snapshot), a LeRobot policy's base, the weights, the statistics */
+static void describe_source(const struct mact_model *m, char *buf, size_t bl, size_t *o)
+{
+    const mact_source *s = &m->src;
+    P("model: %s\n", s->ref);
+    if (*s->commit) P("hub snapshot: %s (commit %s)\n", s->dir, s->commit);
+    if (s->lr) {
+        P("layout: LeRobot policy folder (type molmoact2)\n");
+        P("base: checkpoint_path %s%s%s -> %s%s%s%s\n", s->lr->checkpoint_path, *s->lr->checkpoint_revision ?
+          " revision " : "", s->lr->checkpoint_revision, s->base_dir, *s->base_commit ? " (commit " : "", s->base_commit,
+          *s->base_commit ? ")" : "");
+        P("base files: config.json, tokenizer.json%s from the base\n", strstr(m->stats_src, "processors") ? "" :
+          ", norm stats");
+    } else P("layout: Hugging Face (config.json with the model's sections)\n");
+    P("weights: %s/%s", s->dir, mact_st_count(m->st) && mact_st_at(m->st, 0)->file && strrchr(mact_st_at(m->st, 0)->file, '/')
+      ? strrchr(mact_st_at(m->st, 0)->file, '/') + 1 : "model.safetensors");
+    if (m->lora_scale != 0) P(" (LoRA adapters merged at load, scale %g)", (double)m->lora_scale);
+    P("\n");
+    P("norm stats: %s\n", m->ns ? m->stats_src : m->ns_err);
+}
+
+static void describe_frame(const mact_joint_frame *j, const char *what, char *buf, size_t bl, size_t *o)
+{
+    if (!j->n) { P("%s none", what); return; }
+    P("%s signs [", what);
+    for (int i = 0; i < j->n; i++) P("%s%g", i ? ", " : "", (double)j->signs[i]);
+    P("] offsets [");
+    for (int i = 0; i < j->n; i++) P("%s%g", i ? ", " : "", (double)j->offsets[i]);
+    P("]");
+}
+
+/* per tag: what a caller sends and gets, and how the numbers are mapped */
+static void describe_tags(const struct mact_model *m, char *buf, size_t bl, size_t *o)
+{
+    if (!m->ns) return;
+    const mact_norm_stats *ns = m->ns;
+    const mact_norm_tag *def = mact_norm_find_tag(ns, NULL, NULL, 0);
+    P("norm tags: %d%s%s%s\n", ns->n_tags, def ? " (default \"" : " (no default: name one)", def ? def->name : "",
+      def ? "\")" : "");
+    for (int i = 0; i < ns->n_tags && i < 64; i++) {
+        const mact_norm_tag *t = &ns->tags[i];
+        P("  %s: state %d, actions %d x %d (of %d), cameras %d", t->name, t->state.dim,
+          t->action_horizon ? t->action_horizon : m->cfg.max_action_horizon, t->action.dim,
+          t->action_horizon ? t->action_horizon : m->cfg.max_action_horizon, t->n_cameras);
+        for (int c = 0; c < t->n_cameras && c < MACT_NORM_MAX_CAMERAS; c++) P("%s%s", c ? ", " : " (", t->camera_keys[c]);
+        P("%s; flow steps %d; %s; ", t->n_cameras ? ")" : "", m->cfg.flow_steps,
+          t->lerobot ? "LeRobot's processors (float32)" : "HF norm_stats arithmetic");
+        describe_frame(&t->state_frame, "joint frame: state", buf, bl, o);
+        describe_frame(&t->action_frame, ", actions", buf, bl, o);
+        P("\n");
+    }
+    if (ns->n_tags > 64) P("  ... %d more\n", ns->n_tags - 64);
+}
+#undef P
+
 mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
 {
     if (!m || !buf || !bl) return MACT_ERR_INPUT;
@@ -598,7 +775,7 @@ mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
     size_t o = 0;
 #define P(...) do { if (o < bl) o += snprintf(buf + o, bl - o, __VA_ARGS__); } while (0)
     static const char *const pool_names[] = {"config", "sdpa", "eager", "none"};
-    P("model: %s\n", m->dir);
+    describe_source(m, buf, bl, &o);
     P("kernels: %s (%s computed as %s)\n", mact_ops_name(m->ops), mact_precision_str(m->precision),
       mact_precision_str(m->kprec));
     if (m->int8_parts) {
@@ -636,6 +813,7 @@ mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
     P("%-18s %14lld %14lld\n", "total", (long long)tot, (long long)totb);
     P("dtype mix (bytes): F32 %lld, BF16 %lld, F16 %lld\n", (long long)dtb[MACT_F32], (long long)dtb[MACT_BF16],
       (long long)dtb[MACT_F16]);
+    describe_tags(m, buf, bl, &o);
 #undef P
     return o < bl ? MACT_OK : MACT_ERR_INPUT;  /* o >= bl: snprintf truncated a line */
 }

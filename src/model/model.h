@@ -10,6 +10,8 @@
 #include "mact_stages.h"
 #include "base/tensor.h"
 #include "io/safetensors.h"
+#include "io/normstats.h"
+#include "model/source.h"
 #include "kernels/kernels.h"
 
 #define MACT_MAX_TAPS 8
@@ -121,14 +123,15 @@ struct mact_model {
     /* buffers the model owns: F32 conversions, LoRA merges, canonical names */
     void **owned;
     size_t n_owned, cap_owned;
-    char dir[4096];
+    mact_source src;                 /* where the files came from: dir (config, weights), base_dir, the LeRobot config */
+    float lora_scale;                /* alpha / r of merged LoRA adapters, 0 without */
     /* optional files: the integrator's path (mact_predict) needs them, the stages do not */
-    struct mact_tokenizer *tok;      /* tokenizer.json */
-    struct mact_norm_stats_s *ns;    /* norm_stats.json */
-    char tok_err[512], ns_err[512];  /* why each is absent */
-    int frame_transform;             /* SO-101 joint frame (policy_preprocessor.json asks for it) */
-    float frame_signs[8], frame_offsets[8];
-    int frame_dim;
+    struct mact_tokenizer *tok;      /* the base's tokenizer.json */
+    struct mact_norm_stats_s *ns;    /* the norm tags: norm_stats.json, or a LeRobot policy's processors */
+    char tok_err[512], ns_err[1024]; /* why each is absent */
+    char stats_src[4400];            /* where the tags' statistics came from (mact inspect) */
+    int n_renames;                   /* a LeRobot policy's rename_map: observation key -> the policy's */
+    char (*rename_from)[MACT_NORM_MAX_KEY], (*rename_to)[MACT_NORM_MAX_KEY];
     mact_precision precision;        /* resolved: FP32, BF16 or INT8 */
     const mact_ops *ops;             /* the kernels chosen at load; the packs are in their layout */
     mact_precision kprec;            /* what the kernels compute the precision as (mact_kernels_effective_precision) */

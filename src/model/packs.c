@@ -169,22 +169,29 @@ static uint64_t cache_key(const struct mact_model *m, const plist *L, int *ok)
     key = mact_fnv1a(key, layout, strlen(layout) + 1);
     const uint32_t prec = pc_precision(L->prec);
     key = mact_fnv1a(key, &prec, sizeof prec);
-    /* the model directory's files, sorted by name (readdir order is not stable) */
-    struct dirent **list = NULL;
-    int nf = scandir(m->dir, &list, NULL, alphasort);
-    for (int i = 0; i < nf; i++) {
-        char path[8192];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", m->dir, list[i]->d_name);
-        if (!stat(path, &st) && S_ISREG(st.st_mode)) {
-            int64_t meta[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
-            key = mact_fnv1a(key, list[i]->d_name, strlen(list[i]->d_name) + 1);
-            key = mact_fnv1a(key, meta, sizeof meta);
+    /* the files of the weights' folder and, for a LeRobot policy, of its base, sorted by name (readdir order is not
+     * stable); the LoRA scale (a LeRobot config's lora_alpha / lora_rank is not in a file hashed by content) */
+    *ok = 1;
+    for (int d = 0; d < 2; d++) {
+        const char *dir = d ? m->src.base_dir : m->src.dir;
+        if (d && !strcmp(m->src.base_dir, m->src.dir)) break;
+        struct dirent **list = NULL;
+        int nf = scandir(dir, &list, NULL, alphasort);
+        for (int i = 0; i < nf; i++) {
+            char path[8192];
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+            if (!stat(path, &st) && S_ISREG(st.st_mode)) {
+                int64_t meta[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
+                key = mact_fnv1a(key, list[i]->d_name, strlen(list[i]->d_name) + 1);
+                key = mact_fnv1a(key, meta, sizeof meta);
+            }
+            free(list[i]);
         }
-        free(list[i]);
+        free(list);
+        *ok &= nf >= 0;
     }
-    free(list);
-    *ok = nf >= 0;
+    if (m->lora_scale != 0) key = mact_fnv1a(key, &m->lora_scale, sizeof m->lora_scale);
     for (size_t i = 0; i < L->n; i++) {
         const prow *r = &L->r[i];
         if (r->dup >= 0) continue;

@@ -106,16 +106,14 @@ static int preprocess_frames(mact_session *s, const mact_frame *frames, int n_fr
     return MACT_OK;
 }
 
-/* state -> frame transform -> normalised -> bins */
-static void state_to_bins(const struct mact_model *m, const predict_plan *p, const float *state, int *bins)
+/* state -> the tag's joint frame and normalisation -> bins */
+static int state_to_bins(mact_session *s, const predict_plan *p, const float *state, int *bins)
 {
-    float st[MACT_NORM_MAX_DIM], sn[MACT_NORM_MAX_DIM];
-    const int state_dim = p->state_dim;
-    for (int i = 0; i < state_dim; i++) st[i] = state[i];
-    if (m->frame_transform && state_dim == m->frame_dim)
-        for (int i = 0; i < state_dim; i++) st[i] = m->frame_signs[i] * st[i] + m->frame_offsets[i];
-    mact_norm_state(m->ns, &p->tag->state, st, sn);
-    mact_state_bins(sn, state_dim, m->cfg.num_state_tokens, bins);
+    float sn[MACT_NORM_MAX_DIM];
+    char err[768];
+    if (mact_tag_norm_state(p->tag, state, sn, err, sizeof err)) return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
+    mact_state_bins(sn, p->state_dim, s->m->cfg.num_state_tokens, bins);
+    return MACT_OK;
 }
 
 /* prompt text -> s->ids (and s->ids_f): <|image|> expanded, BOS (= EOS for Qwen) prepended; *n_ids the count */
@@ -178,34 +176,25 @@ static void initial_noise(mact_session *s, const mact_predict_options *o, int64_
     memcpy(s->traj, s->noise, (size_t)n * sizeof(float));
 }
 
-/* RTC's previous rows, robot units -> the model's into s->rtc_prev (undo the frame transform, signs +-1, then
- * the tag's normalisation); rtc->prev_actions then points there */
-static void rtc_to_model(mact_session *s, const predict_plan *p, mact_rtc_options *rtc)
+/* RTC's previous rows, robot units -> the model's into s->rtc_prev (the inverse of the output's path: the tag's joint
+ * frame, then its normalisation); rtc->prev_actions then points there. The options a caller leaves at 0 take a
+ * LeRobot policy's rtc_config. */
+static int rtc_to_model(mact_session *s, const predict_plan *p, mact_rtc_options *rtc)
 {
-    const struct mact_model *m = s->m;
-    const int np = (int)rtc->n_prev, adim = p->adim;
-    float *raw = s->rtc_prev, *row = s->a_rtc_e;  /* a_rtc_e is free until the flow loop */
-    for (int r = 0; r < np; r++) {
-        for (int i = 0; i < adim; i++) {
-            float v = rtc->prev_actions[(size_t)r * adim + i];
-            row[i] = m->frame_transform && adim == m->frame_dim ? m->frame_signs[i] * v + m->frame_offsets[i] : v;
-        }
-        mact_norm_actions(m->ns, &p->tag->action, row, 1, adim, raw + (size_t)r * adim);
+    const mact_lr_config *lr = s->m->src.lr;
+    if (lr && lr->rtc) {
+        if (lr->rtc_trained)
+            return mact_session_fail(s, MACT_ERR_UNSUPPORTED, "this policy's rtc_config.mode is trained (hard "
+                                     "inpainting); mact runs guided RTC only");
+        if (!rtc->execution_horizon) rtc->execution_horizon = lr->rtc_execution_horizon;
+        if (rtc->max_guidance_weight == 0) rtc->max_guidance_weight = lr->rtc_max_guidance_weight;
+        if (rtc->schedule == MACT_RTC_SCHEDULE_DEFAULT) rtc->schedule = (mact_rtc_schedule)lr->rtc_schedule;
     }
+    mact_tag_norm_actions(p->tag, rtc->prev_actions, (int)rtc->n_prev, p->adim, s->rtc_prev);
     rtc->prev_actions = s->rtc_prev;
-    s->rtc_prev_n = np;
-    s->rtc_prev_dim = adim;
-}
-
-/* the first steps_out rows of s->traj -> robot units: the tag's unnormalisation, then the frame transform undone */
-static void actions_to_robot(const struct mact_model *m, const predict_plan *p, const float *traj, float *actions)
-{
-    const int steps_out = p->steps_out, adim = p->adim;
-    mact_unnorm_actions(m->ns, &p->tag->action, traj, steps_out, p->A, actions);
-    if (m->frame_transform && adim == m->frame_dim)
-        for (int r = 0; r < steps_out; r++)
-            for (int i = 0; i < adim; i++)
-                actions[r * adim + i] = m->frame_signs[i] * (actions[r * adim + i] - m->frame_offsets[i]);
+    s->rtc_prev_n = (int)rtc->n_prev;
+    s->rtc_prev_dim = p->adim;
+    return MACT_OK;
 }
 
 mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_predict_output *out)
@@ -217,23 +206,22 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     predict_plan p;
     int rc;
     if ((rc = check_call(s, in, out, &p))) return rc;
-    const struct mact_model *m = s->m;
     const int n_frames = (int)in->n_frames;
     if ((rc = preprocess_frames(s, in->frames, n_frames))) return rc;
     int bins[MACT_NORM_MAX_DIM], n = 0;
-    state_to_bins(m, &p, in->state, bins);
-    if ((rc = prompt_ids(s, &p, in->task, bins, n_frames, &n))) return rc;
-    initial_noise(s, &in->options, (int64_t)p.H * p.A);
     mact_rtc_options rtc = in->rtc;
     s->rtc_prev_n = 0;
-    if (p.rtc_on) rtc_to_model(s, &p, &rtc);
+    if ((rc = state_to_bins(s, &p, in->state, bins)) || (rc = prompt_ids(s, &p, in->task, bins, n_frames, &n)) ||
+        (p.rtc_on && (rc = rtc_to_model(s, &p, &rtc))))
+        return rc;
+    initial_noise(s, &in->options, (int64_t)p.H * p.A);
     t.preprocess_ms = mact_now_ms() - t0;
 
     double stage[3];
     rc = mact_pipeline_run(s, s->pv, n_frames, s->ids, n, s->traj, p.H, p.adim, p.steps, p.rtc_on ? &rtc : NULL,
                            stage);
     if (rc) return rc;
-    actions_to_robot(m, &p, s->traj, out->actions);
+    mact_tag_unnorm_actions(p.tag, s->traj, p.steps_out, p.A, out->actions);
     s->last_images = n_frames;
     s->last_tokens = n;
     s->last_h = p.H;

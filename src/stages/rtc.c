@@ -9,8 +9,8 @@
 
 mact_status mact_rtc_schedule_parse(const char *name, mact_rtc_schedule *out)
 {
-    static const char *const names[] = {"linear", "zeros", "ones", "exp"};
-    for (int i = 0; name && out && i < 4; i++)
+    static const char *const names[] = {"default", "linear", "zeros", "ones", "exp"};
+    for (int i = 0; name && out && i < 5; i++)
         if (!strcmp(name, names[i])) { *out = (mact_rtc_schedule)i; return MACT_OK; }
     return MACT_ERR_INPUT;
 }

@@ -194,8 +194,9 @@ def canonical_key(key):
     return k
 
 
-def load_checkpoint_tensors(model_dir):
-    """-> (dict canonical HF name -> torch fp32 tensor, safetensors metadata, info dict)."""
+def load_checkpoint_tensors(model_dir, lora_scale=None):
+    """-> (dict canonical HF name -> torch fp32 tensor, safetensors metadata, info dict). lora_scale: alpha / r when
+    the folder has no adapter_config.json (a LeRobot policy's lora_alpha / lora_rank)."""
     idx_path = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.exists(idx_path):
         with open(idx_path) as f:
@@ -225,13 +226,16 @@ def load_checkpoint_tensors(model_dir):
         if set(lora_a) != set(lora_b):
             raise ValueError("unpaired LoRA A/B tensors")
         ac = os.path.join(model_dir, "adapter_config.json")
-        if not os.path.exists(ac):
+        if os.path.exists(ac):
+            with open(ac) as f:
+                acfg = json.load(f)
+            r = int(acfg["r"])
+            alpha = float(acfg.get("lora_alpha", r))
+            scale = alpha / r
+        elif lora_scale is not None:
+            scale = float(lora_scale)
+        else:
             raise ValueError("LoRA tensors present but adapter_config.json missing")
-        with open(ac) as f:
-            acfg = json.load(f)
-        r = int(acfg["r"])
-        alpha = float(acfg.get("lora_alpha", r))
-        scale = alpha / r
         for mod in sorted(lora_a):
             a = torch.from_numpy(np.ascontiguousarray(lora_a[mod])).double()
             b = torch.from_numpy(np.ascontiguousarray(lora_b[mod])).double()
@@ -388,11 +392,13 @@ def _cfg(d, key, default):
 # the model
 # ----------------------------------------------------------------------------------------------
 class MolmoAct2Ref:
-    def __init__(self, model_dir, norm_tag=None):
+    def __init__(self, model_dir, norm_tag=None, weights_dir=None, lora_scale=None):
+        """model_dir: the HF folder (config.json, norm_stats.json); weights_dir: where the weights are, when not
+        there (a LeRobot policy folder over its base), lora_scale its LoRA scale."""
         self.model_dir = model_dir
         with open(os.path.join(model_dir, "config.json")) as f:
             self.config = json.load(f)
-        self.w, self.st_meta, self.load_info = load_checkpoint_tensors(model_dir)
+        self.w, self.st_meta, self.load_info = load_checkpoint_tensors(weights_dir or model_dir, lora_scale)
         self._onednn = {}
         self.norm_stats = None
         ns_name = _cfg(self.config, "norm_stats_filename", "norm_stats.json")
