@@ -55,6 +55,7 @@ LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
 # The toolkits (include/mact_data.h, include/mact_compress.h): each its own archive and shared library. A
 # toolkit's .so carries the runtime objects it calls, hidden (-Wl,--exclude-libs,ALL): it exports only its header's
 # functions and needs no other mact library.
+BASE_OBJ     := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/base/*.c))
 DATA_SRC     := $(wildcard src/data/*.c)
 DATA_OBJ     := $(DATA_SRC:src/%.c=$(BUILD)/obj/%.o)
 COMPRESS_SRC := $(wildcard src/compress/*.c)
@@ -160,9 +161,16 @@ $(BUILD)/libmact_export.a: $(EXPORT_OBJ)
 $(BUILD)/libmact.so: $(LIB_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact.so.$(SOVER) -Wl,--no-undefined $^ $(RUNTIME_LIBS) -o $@
 
-$(BUILD)/libmact_data.so: $(DATA_OBJ) $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact_data.so.$(SOVER) -Wl,--no-undefined -Wl,--exclude-libs,ALL $^ \
-	    $(DATA_LIBS) $(RUNTIME_LIBS) -o $@
+# the runtime by its soname beside the libraries in the build tree (the loader finds it there through $ORIGIN)
+$(BUILD)/libmact.so.$(SOVER): $(BUILD)/libmact.so
+	ln -sf libmact.so $@
+
+# A toolkit is a client of the runtime: it links libmact.so (NEEDED libmact.so.0) and calls only its public API, so
+# a process holds one runtime whatever it imports; the small helpers of src/base/ (errors, files, strict JSON, the
+# clock, FNV) it carries itself, hidden.
+$(BUILD)/libmact_data.so: $(DATA_OBJ) $(BASE_OBJ) $(BUILD)/libmact.so.$(SOVER)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact_data.so.$(SOVER) -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' \
+	    $(DATA_OBJ) $(BASE_OBJ) -L$(BUILD) -lmact $(DATA_LIBS) -lcjson -lm -pthread -o $@
 
 $(BUILD)/libmact_compress.so: $(COMPRESS_OBJ) $(BUILD)/libmact_data.a $(BUILD)/libmact.a
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact_compress.so.$(SOVER) -Wl,--no-undefined -Wl,--exclude-libs,ALL $^ \

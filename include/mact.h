@@ -221,8 +221,11 @@ MACT_API void mact_model_get_info(const mact_model *m, mact_model_info *info);
  * NUL-terminated; MACT_ERR_INPUT when it did not fit in buflen (the text is then truncated). */
 MACT_API mact_status mact_model_describe(const mact_model *m, char *buf, size_t buflen);
 
-/* One tag of the checkpoint's norm_stats.json (metadata_by_tag), as mact_predict reads it. The strings belong
- * to the model and live as long as it. */
+/* A norm tag: the statistics, prompt fields and joint frame a prediction is made with (norm_stats.json's
+ * metadata_by_tag, or a LeRobot policy's processors). Owned by its model (or norm-stats file): valid as long as it. */
+typedef struct mact_tag mact_tag;
+
+/* What a caller must send with a tag and what it gets back. The strings belong to the tag's owner. */
 #define MACT_MAX_TAG_CAMERAS 8
 typedef struct {
     const char *name;
@@ -232,12 +235,41 @@ typedef struct {
     int n_cameras;               /* entries of camera_keys; 0: the tag lists none */
     const char *camera_keys[MACT_MAX_TAG_CAMERAS]; /* the model's camera order: the first min(n_cameras, 8) */
     const char *setup_type, *control_mode;         /* "" when absent */
+    int joint_frame;             /* joints of the tag's joint frame (state'[:n] = signs * state[:n] + offsets before
+                                  * normalisation, undone on the actions); 0: none */
+    int lerobot;                 /* 1: a LeRobot policy's processors' arithmetic; 0: norm_stats.json's (HF) */
 } mact_norm_tag_info;
 
-/* Tags in norm_stats.json's order; 0 when the checkpoint has no readable norm_stats.json. */
+/* Tags in their file's order (a LeRobot policy with processors: one, "policy"); 0 when the checkpoint has none. */
 MACT_API size_t mact_model_num_norm_tags(const mact_model *m);
 /* Tag i (0 <= i < mact_model_num_norm_tags); MACT_ERR_INPUT when i is out of range (*out zeroed). */
 MACT_API mact_status mact_model_norm_tag(const mact_model *m, size_t i, mact_norm_tag_info *out);
+/* The tag mact_predict uses for norm_tag `name` (NULL: the default: a LeRobot config's norm_tag, else the only
+ * tag); NULL, with the valid tags in err, when there is none. */
+MACT_API const mact_tag *mact_model_tag(const mact_model *m, const char *name, char *err, size_t errlen);
+MACT_API void mact_tag_get_info(const mact_tag *t, mact_norm_tag_info *out);
+/* The action statistics the tag normalises with, [action_dim] each: the mode's pair (q01/q99 for quantiles) and
+ * 1 where a dim is normalised (0: passed through). */
+MACT_API void mact_tag_action_stats(const mact_tag *t, double *lo, double *hi, unsigned char *mask);
+/* Actions [n_rows, action_dim] in robot units -> the model's normalised units [n_rows, action_dim]: the inverse of
+ * what mact_predict applies to its output (the joint frame, then the normalisation, clipped to [-1, 1] in the
+ * quantile and min-max modes). */
+MACT_API void mact_tag_normalize_actions(const mact_tag *t, const float *actions, size_t n_rows, float *out);
+
+/* An observation key as the model's rename_map maps it (a LeRobot policy's rename_observations_processor): its new
+ * name, or key itself when the map does not name it (and for every key of a model without one). */
+MACT_API const char *mact_model_renamed(const mact_model *m, const char *key);
+
+/* A hash of everything the tag maps numbers with (statistics, masks, modes, joint frame, prompt fields, horizon):
+ * equal tags give equal fingerprints (an evaluation's episode files record it). */
+MACT_API uint64_t mact_tag_fingerprint(const mact_tag *t);
+
+/* A norm_stats.json on its own (the tags of a checkpoint's statistics without loading its weights). */
+typedef struct mact_norm_stats mact_norm_stats;
+MACT_API mact_status mact_norm_stats_open(const char *path, mact_norm_stats **out, char *err, size_t errlen);
+MACT_API void mact_norm_stats_close(mact_norm_stats *ns);
+/* Its tag `name` (NULL: the only one); NULL, with the valid tags in err, when there is none. */
+MACT_API const mact_tag *mact_norm_stats_tag(const mact_norm_stats *ns, const char *name, char *err, size_t errlen);
 
 /* mact_session_new's options; NULL or all zero: the defaults. */
 typedef struct {
@@ -256,6 +288,25 @@ MACT_API void mact_session_free(mact_session *s);
 MACT_API int mact_session_threads(const mact_session *s);
 /* The message of the last call on this session that failed; valid until the next call on it. */
 MACT_API const char *mact_session_error(const mact_session *s);
+
+/* ---- camera frames from files ---- */
+
+/* The largest image accepted anywhere (decoded, raw or a resize target): sides up to 16384 pixels and at most 64
+ * Mpixel (the RGB buffer is then 192 MiB), checked on a file's header before any pixel buffer is allocated. */
+#define MACT_IMAGE_MAX_SIDE 16384
+#define MACT_IMAGE_MAX_PIXELS ((int64_t)8192 * 8192)
+
+/* A decoded image: RGB uint8, row-major HxWx3 (pixel (y, x) channel c at data[(y * width + x) * 3 + c]). data is
+ * malloc'd by the function that fills it; mact_image_free releases it (and is safe on a zeroed or failed image). */
+typedef struct {
+    int64_t height, width;
+    uint8_t *data;
+} mact_image;
+/* A PNG or JPEG in memory -> RGB. */
+MACT_API mact_status mact_image_load_memory(const void *data, size_t size, mact_image *out, char *err, size_t errlen);
+/* A PNG, JPEG or HxWx3 .npy (uint8, or float32 in [0, 1]) file -> RGB. */
+MACT_API mact_status mact_image_load_path(const char *path, mact_image *out, char *err, size_t errlen);
+MACT_API void mact_image_free(mact_image *img);
 
 /* ---- the integrator's call: camera frames + task + raw state -> actions in robot units ---- */
 
@@ -324,6 +375,9 @@ typedef struct {
 /* "default", "linear", "zeros", "ones", "exp" -> *out; "identity", "vjp" -> *out; MACT_ERR_INPUT for anything else. */
 MACT_API mact_status mact_rtc_schedule_parse(const char *name, mact_rtc_schedule *out);
 MACT_API mact_status mact_rtc_guidance_parse(const char *name, mact_rtc_guidance *out);
+/* The names those parse (static strings; "?" for a value out of range). */
+MACT_API const char *mact_rtc_schedule_str(mact_rtc_schedule s);
+MACT_API const char *mact_rtc_guidance_str(mact_rtc_guidance g);
 /* The prefix weights mact uses for these options over h rows (n_prev rows given) -> w [h]. MACT_ERR_INPUT on
  * options the flow loop would refuse. For tests, plots and clients that want to show what is guided. */
 MACT_API mact_status mact_rtc_prefix_weights(const mact_rtc_options *rtc, int h, float *w);

@@ -138,32 +138,53 @@ MACT_API mact_status mact_stats_method_parse(const char *name, int *out);
 
 /* ---- open-loop evaluation (`mact eval`, docs/datasets.md) ---- */
 
+/* What is evaluated: a policy (a session, or any function with mact_predict's contract), or one of the two
+ * baselines that need none. */
 typedef enum { MACT_EVAL_MODEL = 0, MACT_EVAL_HOLD, MACT_EVAL_REPLAY } mact_eval_policy;
 
 #define MACT_EVAL_MAX_HORIZON 256
 #define MACT_EVAL_MAX_CAMERAS 8
 #define MACT_EVAL_MAX_FIRST_K 16
 
+/* A policy the evaluation asks for action chunks, with mact_predict's contract: in is checked, out->actions gets
+ * [n_steps, action_dim] in robot units and out->n_steps / action_dim are set. Returns MACT_OK, or a status with its
+ * message in err. Called from the thread that called mact_eval_run. */
+typedef mact_status (*mact_eval_predict_fn)(void *user, const mact_predict_input *in, mact_predict_output *out,
+                                             char *err, size_t errlen);
+/* The mact_eval_predict_fn of a session: user is the mact_session (the model it was made on, at its precision). */
+MACT_API mact_status mact_eval_session_predict(void *session, const mact_predict_input *in, mact_predict_output *out,
+                                               char *err, size_t errlen);
+
 typedef struct {
     const char *dataset;          /* the LeRobot dataset (required) */
     const char *out;              /* the result dir: episodes/, episodes.jsonl, result.json (required) */
-    const char *model;            /* the checkpoint (policy model; its norm_stats.json otherwise too) */
-    const char *norm_stats;       /* without a model: the norm_stats.json */
-    const char *norm_tag;         /* NULL: the only tag */
-    int policy;                   /* mact_eval_policy */
+    mact_eval_policy policy;      /* MODEL (0): predict; HOLD / REPLAY: the baselines */
+    mact_eval_predict_fn predict; /* MODEL: the policy (mact_eval_session_predict with a session, or the caller's) */
+    void *predict_user;           /* its first argument */
+    const mact_tag *tag;          /* the norm tag the policy predicts with (mact_model_tag; the baselines:
+                                   * mact_norm_stats_tag): the metrics' statistics, its camera order and horizon
+                                   * by default, its name passed to predict (required) */
+    const char *policy_id;        /* names the policy in the fingerprint of the episode files (a rerun resumes only
+                                   * episodes of the same settings and policy): the CLI gives the checkpoint's
+                                   * config's hash; NULL: "" */
     const char *episodes;         /* "A:B" (episode_index in [A, B)) or "I,J,..."; NULL: all */
     int horizon;                  /* 0: the tag's action_horizon, else 10 */
     const int *first_k;           /* the first-k step windows reported; n_first_k 0: 5, 10, 30 */
     int n_first_k;
     double static_threshold;      /* frames whose gt chunk moves <= this (raw units) are excluded; default 0 */
     uint64_t seed;
-    int steps;                    /* flow steps; 0: the model's */
-    const char *const *cameras;   /* the model's cameras in order; n_cameras 0: the tag's, else the dataset's */
+    int steps;                    /* flow steps passed to predict; 0: the model's */
+    const char *const *cameras;   /* the policy's cameras in order; n_cameras 0: the tag's, else the dataset's */
     int n_cameras;
     const char *action_key;       /* NULL: "action" */
     const char *state_key;        /* NULL: "observation.state" */
     double tolerance_s;           /* video frames: |frame time - query time| allowed; 0: LeRobot's 1e-4 */
-    int so101_transform;          /* the dataset in the new SO-101 calibration, the checkpoint in the old one */
+    /* A joint frame between the dataset and the policy, for a dataset recorded in another calibration than the
+     * checkpoint was trained in (docs/spec/datasets.md 1.6): the state goes to predict as signs * state + offsets on
+     * the first n_joints dims and the actions come back as signs * (a - offsets). 0: none. Refused when the tag has
+     * a joint frame of its own (it would be applied twice). */
+    int n_joints;
+    const float *joint_signs, *joint_offsets;
     int replan;                   /* K > 0: execute K rows of each chunk (docs/datasets.md "Replanning") */
     int delay;                    /* with replan: D rows of the old chunk executed while inferring */
     int no_rtc_compare;           /* with replan: the RTC chain only */
@@ -209,11 +230,6 @@ MACT_API const char *mact_eval_result_policy(const mact_eval_result *r);
 MACT_API mact_status mact_eval_result_trajectory(const mact_eval_result *r, int chain, float *rows, size_t cap,
                                                  int *frames, int *dim, int64_t *episode_index, int *replan, int *delay);
 MACT_API void mact_eval_result_free(mact_eval_result *r);
-
-/* The shard from a scheduler's environment (Kubernetes Indexed Jobs: JOB_COMPLETION_INDEX / _COUNT; Slurm arrays:
- * SLURM_ARRAY_TASK_ID / _COUNT / _MIN / _STEP; docs/cluster.md); *shard / *n_shards untouched when none is set.
- * Notes (a one-task array) go to progress. MACT_ERR_INPUT when the variables do not name a shard. */
-MACT_API mact_status mact_eval_shard_from_env(int *shard, int *n_shards, FILE *progress, char *err, size_t errlen);
 
 /* ---- synthetic datasets (`mact synth-dataset`) ---- */
 

@@ -29,7 +29,7 @@ gen() {  # name, seed, generator args...
         || { fail "lerobot_gen_$n: $(tail -2 "$T/$n.gen.log")"; return 1; }
 }
 # A: 6-dim tag, LeRobot's default null joint values, a full fine-tune, one file, float32 masks
-gen A $((SEED + 1)) --state-dim 6 --action-dim 6 --hf-twin "$T/A_hf"
+gen A $((SEED + 1)) --state-dim 6 --action-dim 6 --hf-twin "$T/A_hf" --rename observation.images.front=observation.images.top
 # B: 8-dim tag, joint values that are not SO-101's, LoRA (train_mode_vlm lora: no adapter_config.json), 2 shards,
 #    BOOL masks, action_mode both (the encoder mask drops EOS)
 gen B $((SEED + 2)) --state-dim 8 --action-dim 8 --joints custom --lora 4 --lora-alpha 8 --shards 2 --mask-dtype bool \
@@ -89,7 +89,7 @@ cache_put() {  # cache root, repo id, folder, commit: snapshots/COMMIT/* symlink
     printf '%s' "$4" >"$d/refs/main"
 }
 C1=$(printf 'a%.0s' {1..40}); C2=$(printf 'b%.0s' {1..40})
-gen A_hub $((SEED + 1)) --state-dim 6 --action-dim 6 --checkpoint-path org/base
+gen A_hub $((SEED + 1)) --state-dim 6 --action-dim 6 --checkpoint-path org/base --rename observation.images.front=observation.images.top
 cache_put "$T/hub" org/base "$T/base" "$C1"
 printf '%s' "$C1" >"$T/hub/models--org--base/refs/v1"
 cache_put "$T/hub" org/policy-a "$T/A_hub" "$C2"
@@ -166,7 +166,7 @@ print(' '.join(str(s.getsockname()[1]) for s in ss))")
     SPID=$!
     up=0; for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$P2/readyz" >/dev/null 2>&1 && { up=1; break; }; kill -0 $SPID 2>/dev/null || break; sleep 0.1; done
     if [ $up = 1 ]; then
-        MACT_BIN="$MACT" "$PY" tests/serve/test_policy_folder.py "$T/A" "$T" "$P1" "$P2" "$P3" "$P4" "$T/pb"
+        MACT_BIN="$MACT" "$PY" tests/serve/test_policy_folder.py "$T/A" "$T" "$P1" "$P2" "$P3" "$P4" "$T/pb" "$T/serve.log"
     else fail "lerobot_serve_ready: $(tail -3 "$T/serve.log")"; fi
     kill -TERM $SPID 2>/dev/null; wait $SPID 2>/dev/null
 else fail "lerobot_serve: python3-websockets/-msgpack/-requests/-grpcio/-grpc-tools/torch missing (scripts/setup.sh)"; fi

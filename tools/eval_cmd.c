@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mact_data.h"
+#include "base/parse.h"
+#include "base/rng.h"
+#include "base/file.h"
 #include "commands.h"
 #include "common/cli.h"
 
@@ -14,8 +17,11 @@ static int usage(void)
             "usage: mact eval --dataset DIR --out DIR [--model DIR | --norm-stats FILE] [--norm-tag T]\n"
             "       [--policy model|hold|replay] [--episodes A:B|I,J,...] [--horizon H] [--first-k 5,10,30]\n"
             "       [--static-threshold X] [--seed S] [--steps N] [--camera KEY ...] [--action-key K] [--state-key K]\n"
+            "       [--precision fp32|bf16|int8] [--int8-parts llm,vision,expert|all] [--threads N]   (the model policy's)\n"
             "       [--tolerance S]   (video frames: seconds between a frame's time and the query; default LeRobot's 1e-4)\n"
-            "       [--so101-transform]   (dataset in the new SO-101 calibration, checkpoint in the old one)\n"
+            "       [--joint-signs S1,S2,... --joint-offsets O1,O2,...]   (a joint frame between the dataset and a checkpoint\n"
+            "          trained in another calibration: state' = signs * state + offsets, actions back; --so101-transform\n"
+            "          says the same and needs them: mact has no constants for it)\n"
             "       [--replan K [--delay D] [--rtc-schedule linear|zeros|ones|exp] [--execution-horizon E]\n"
             "        [--max-guidance-weight B] [--rtc-guidance identity|vjp] [--no-rtc-compare]]\n"
             "          (execute K rows of each chunk, D of them from the old chunk while inferring; with and without RTC)\n"
@@ -142,21 +148,122 @@ static int merge(int argc, char **argv)
     return rc;
 }
 
+/* The shard from a scheduler's environment when --shard is not given (the CLI's and Python's job, not the
+ * library's). Kubernetes Indexed Jobs set JOB_COMPLETION_INDEX only: the count must come as JOB_COMPLETION_COUNT
+ * (docs/cluster.md). Slurm arrays set SLURM_ARRAY_TASK_ID/COUNT/MIN/STEP: the shard is (ID - MIN) / STEP, so
+ * --array=1-4 or 0-6:2 work too. 0 (shard untouched when none is set), or -1 after printing why. */
+static int shard_from_env(int *shard, int *nshard)
+{
+    const char *ix = getenv("JOB_COMPLETION_INDEX"), *cn = getenv("JOB_COMPLETION_COUNT");
+    int64_t i, n, mn = 0, st = 1;
+    if (ix) {
+        if (!cn) {
+            fprintf(stderr, "mact eval: JOB_COMPLETION_INDEX is set but not JOB_COMPLETION_COUNT (Kubernetes sets the index "
+                    "only): set it to the Job's completions, or pass --shard I/N\n");
+            return -1;
+        }
+        if (mact_parse_i64(ix, 0, INT32_MAX, &i) || mact_parse_i64(cn, 1, INT32_MAX, &n) || i >= n) {
+            fprintf(stderr, "mact eval: JOB_COMPLETION_INDEX=%s / JOB_COMPLETION_COUNT=%s is not an index below a count\n", ix, cn);
+            return -1;
+        }
+        *shard = (int)i; *nshard = (int)n;
+        return 0;
+    }
+    ix = getenv("SLURM_ARRAY_TASK_ID"); cn = getenv("SLURM_ARRAY_TASK_COUNT");
+    if (!ix) return 0;
+    const char *smin = getenv("SLURM_ARRAY_TASK_MIN"), *sstep = getenv("SLURM_ARRAY_TASK_STEP");
+    if (!cn || mact_parse_i64(ix, 0, INT32_MAX, &i) || mact_parse_i64(cn, 1, INT32_MAX, &n) ||
+        (smin && mact_parse_i64(smin, 0, INT32_MAX, &mn)) || (sstep && mact_parse_i64(sstep, 1, INT32_MAX, &st)) ||
+        i < mn || (i - mn) % st || (i - mn) / st >= n) {
+        fprintf(stderr, "mact eval: SLURM_ARRAY_TASK_ID=%s (COUNT=%s MIN=%s STEP=%s) does not name one of COUNT evenly spaced "
+                "tasks: pass --shard I/N\n", ix, cn ? cn : "unset", smin ? smin : "unset", sstep ? sstep : "unset");
+        return -1;
+    }
+    *shard = (int)((i - mn) / st); *nshard = (int)n;
+    if (n == 1 && i > 0)
+        fprintf(stderr, "mact eval: SLURM_ARRAY_TASK_ID=%s in a one-task array: evaluating every episode as shard 0/1 (to rerun "
+                "one shard of N, pass --shard %s/N or scontrol requeue the original task)\n", ix, ix);
+    return 0;
+}
+
+typedef struct { float v[64]; int n; } joint_list;
+
+static int parse_joints(const char *s, void *dst, char *err, size_t el)
+{
+    joint_list *j = dst;
+    char bad[64];
+    return cli_parse_floats(s, j->v, 64, &j->n, bad, sizeof bad) || !j->n ? -2 : 0;
+}
+
+/* the policy the run evaluates and the tag it runs with: the model (a session at the chosen precision), or, for the
+ * baselines, the model's tags or a norm_stats.json's */
+typedef struct {
+    const char *model, *norm_stats, *tag;
+    mact_precision precision;
+    unsigned int8_parts;
+    int threads;
+    mact_model *m;
+    mact_session *s;
+    mact_norm_stats *ns;
+    char id[64];
+} eval_policy;
+
+static int open_policy(eval_policy *P, mact_eval_options *o)
+{
+    char err[4096];
+    if (P->model) {
+        mact_load_options lo = {.precision = P->precision, .int8_parts = P->int8_parts, .no_pack = o->policy != MACT_EVAL_MODEL};
+        if (mact_model_load(P->model, &lo, &P->m, err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", err); return 1; }
+        if (!(o->tag = mact_model_tag(P->m, P->tag, err, sizeof err))) { fprintf(stderr, "mact eval: %s\n", err); return 1; }
+        if (o->policy == MACT_EVAL_MODEL) {
+            mact_session_options so = {.n_threads = P->threads, .max_images = MACT_EVAL_MAX_CAMERAS};
+            if (mact_session_new(P->m, &so, &P->s, err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", err); return 1; }
+            o->predict = mact_eval_session_predict;
+            o->predict_user = P->s;
+        }
+        /* the policy in the episode files' fingerprint: its config (a pruned student keeps its teacher's norm stats;
+         * two checkpoints of one architecture sharing their norm stats are not told apart: docs/cluster.md says to
+         * use a fresh --out per checkpoint) */
+        char cp[4200], *ct = NULL;
+        snprintf(cp, sizeof cp, "%s/config.json", P->model);
+        uint64_t h = 0;
+        if (!mact_file_read_text(cp, (size_t)1 << 28, &ct, NULL, err, sizeof err)) h = mact_fnv1a(MACT_FNV_BASIS, ct, strlen(ct));
+        free(ct);
+        snprintf(P->id, sizeof P->id, "%016llx", (unsigned long long)h);
+        o->policy_id = P->id;
+        return 0;
+    }
+    if (mact_norm_stats_open(P->norm_stats, &P->ns, err, sizeof err) ||
+        !(o->tag = mact_norm_stats_tag(P->ns, P->tag, err, sizeof err))) { fprintf(stderr, "mact eval: %s\n", err); return 1; }
+    return 0;
+}
+
+static void close_policy(eval_policy *P)
+{
+    mact_session_free(P->s);
+    mact_model_free(P->m);
+    mact_norm_stats_close(P->ns);
+}
+
 int cmd_eval(int argc, char **argv)
 {
     if (argc >= 1 && !strcmp(argv[0], "merge")) return merge(argc - 1, argv + 1);
     mact_eval_options o = {.policy = MACT_EVAL_MODEL, .tolerance_s = 1e-4};
+    eval_policy P = {0};
     const char *cams[MACT_EVAL_MAX_CAMERAS];
     first_k fk = {.n = 0};
-    int shard[2] = {0, 1}, have_shard = 0;
+    joint_list js = {.n = 0}, jo = {.n = 0};
+    int shard[2] = {0, 1}, have_shard = 0, so101 = 0;
     double beta = 0;
     /* the RTC flags, which need --replan: the first given names the refusal */
     static const char *const rtc_flags[] = {"--delay", "--execution-horizon", "--max-guidance-weight", "--rtc-schedule",
                                             "--rtc-guidance", "--no-rtc-compare"};
     int thr_given = 0;
     const cli_opt opts[] = {
-        CLI_O("--dataset", CLI_STR, &o.dataset), CLI_O("--out", CLI_STR, &o.out), CLI_O("--model", CLI_STR, &o.model),
-        CLI_O("--norm-stats", CLI_STR, &o.norm_stats), CLI_O("--norm-tag", CLI_STR, &o.norm_tag),
+        CLI_O("--dataset", CLI_STR, &o.dataset), CLI_O("--out", CLI_STR, &o.out), CLI_O("--model", CLI_STR, &P.model),
+        CLI_O("--norm-stats", CLI_STR, &P.norm_stats), CLI_O("--norm-tag", CLI_STR, &P.tag),
+        CLI_O("--precision", CLI_FN, &P.precision, .fn = cli_precision),
+        CLI_O("--int8-parts", CLI_FN, &P.int8_parts, .fn = cli_int8_parts), CLI_O("--threads", CLI_THREADS, &P.threads),
         CLI_O("--policy", CLI_FN, &o.policy, .fn = parse_policy), CLI_O("--episodes", CLI_STR, &o.episodes),
         CLI_O("--horizon", CLI_INT, &o.horizon, .lo = 1, .hi = MACT_EVAL_MAX_HORIZON), CLI_O("--first-k", CLI_FN, &fk, .fn = parse_first_k),
         CLI_O("--static-threshold", CLI_F64, &o.static_threshold, .lo = 0, .hi = 1e30, .seen = &thr_given),
@@ -171,7 +278,8 @@ int cmd_eval(int argc, char **argv)
         CLI_O("--steps", CLI_INT, &o.steps, .lo = 1, .hi = 1000),
         CLI_O("--camera", CLI_LIST, cams, .count = &o.n_cameras, .cap = MACT_EVAL_MAX_CAMERAS),
         CLI_O("--action-key", CLI_STR, &o.action_key), CLI_O("--state-key", CLI_STR, &o.state_key),
-        CLI_O("--so101-transform", CLI_FLAG, &o.so101_transform),
+        CLI_O("--so101-transform", CLI_FLAG, &so101), CLI_O("--joint-signs", CLI_FN, &js, .fn = parse_joints),
+        CLI_O("--joint-offsets", CLI_FN, &jo, .fn = parse_joints),
         CLI_O("--shard", CLI_FN, shard, .fn = parse_shard, .seen = &have_shard), {0}};
     int rc = cli_parse("mact eval", argc, argv, opts, NULL, 0, NULL, 0, usage);
     if (rc) return rc;
@@ -184,19 +292,36 @@ int cmd_eval(int argc, char **argv)
     o.cameras = cams;
     o.first_k = fk.v;
     o.n_first_k = fk.n;
-    if (!o.dataset || !o.out || (o.policy == MACT_EVAL_MODEL && !o.model) || (!o.model && !o.norm_stats)) return usage();
+    if (!o.dataset || !o.out || (o.policy == MACT_EVAL_MODEL && !P.model) || (!P.model && !P.norm_stats)) return usage();
+    if (P.model && P.norm_stats) {
+        fprintf(stderr, "mact eval: --norm-stats is for the baselines without a model; with --model the model's norm tags are "
+                "used (drop one of them)\n");
+        return 2;
+    }
+    if (js.n != jo.n) { fprintf(stderr, "mact eval: --joint-signs has %d values but --joint-offsets %d\n", js.n, jo.n); return 2; }
+    if (so101 && !js.n) {
+        fprintf(stderr, "mact eval: --so101-transform needs the joint frame's values: --joint-signs and --joint-offsets (LeRobot "
+                "documents 1,-1,1,1,1,1 and 0,90,90,0,0,0 for MolmoAct2-SO100_101 on arms calibrated with LeRobot >= 0.5); "
+                "a checkpoint whose processors carry them applies them itself\n");
+        return 2;
+    }
+    o.n_joints = js.n;
+    o.joint_signs = js.v;
+    o.joint_offsets = jo.v;
     if (!o.replan && rtc_flag) { fprintf(stderr, "mact eval: %s needs --replan K\n", rtc_flag); return 2; }
     if (o.replan && o.policy != MACT_EVAL_MODEL) {
         fprintf(stderr, "mact eval: --replan needs --policy model (the chunks of hold and replay do not depend on what was executed)\n");
         return 2;
     }
     if (o.replan && thr_given) { fprintf(stderr, "mact eval: --static-threshold does not apply with --replan (every replan point is evaluated)\n"); return 2; }
+    if (!have_shard && shard_from_env(&shard[0], &shard[1])) return 2;
+    o.shard = shard[0];
+    o.n_shards = shard[1];
     char err[4096];
-    if (have_shard) { o.shard = shard[0]; o.n_shards = shard[1]; }
-    else if (mact_eval_shard_from_env(&shard[0], &shard[1], stderr, err, sizeof err)) { fprintf(stderr, "mact eval: %s\n", err); return 2; }
-    else { o.shard = shard[0]; o.n_shards = shard[1]; }
+    if (open_policy(&P, &o)) { close_policy(&P); return 1; }
     mact_eval_result *r;
     mact_status st = mact_eval_run(&o, stdout, stderr, &r, err, sizeof err);
+    close_policy(&P);
     if (st) { fprintf(stderr, "mact eval: %s\n", err); return st == MACT_ERR_INPUT ? 2 : 1; }
     rc = plots(o.out, r);
     mact_eval_result_free(r);

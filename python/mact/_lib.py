@@ -39,7 +39,11 @@ class ModelInfo(Structure):
 class NormTagInfo(Structure):
     _fields_ = [("name", c_char_p), ("state_dim", c_int), ("action_dim", c_int), ("action_horizon", c_int),
                 ("n_action_steps", c_int), ("n_cameras", c_int), ("camera_keys", c_char_p * 8),
-                ("setup_type", c_char_p), ("control_mode", c_char_p)]
+                ("setup_type", c_char_p), ("control_mode", c_char_p), ("joint_frame", c_int), ("lerobot", c_int)]
+
+
+class Image(Structure):
+    _fields_ = [("height", c_int64), ("width", c_int64), ("data", c_void_p)]
 
 
 class SessionOptions(Structure):
@@ -80,7 +84,8 @@ class TensorView(Structure):
     _fields_ = [("data", POINTER(c_float)), ("ndim", c_int), ("shape", c_int64 * 4)]
 
 
-STRUCTS = {"mact_load_options": LoadOptions, "mact_model_info": ModelInfo, "mact_norm_tag_info": NormTagInfo, "mact_session_options": SessionOptions,
+STRUCTS = {"mact_load_options": LoadOptions, "mact_model_info": ModelInfo, "mact_norm_tag_info": NormTagInfo,
+           "mact_image": Image, "mact_session_options": SessionOptions,
            "mact_frame": Frame, "mact_predict_options": PredictOptions, "mact_predict_input": PredictInput,
            "mact_rtc_options": RtcOptions,
            "mact_timings": Timings, "mact_predict_output": PredictOutput, "mact_tensor_view": TensorView}
@@ -105,6 +110,17 @@ PROTOTYPES = {
     "mact_model_describe": (c_int, [_P, c_char_p, c_size_t]),
     "mact_model_num_norm_tags": (c_size_t, [_P]),
     "mact_model_norm_tag": (c_int, [_P, c_size_t, POINTER(NormTagInfo)]),
+    "mact_model_tag": (c_void_p, [_P, c_char_p, c_char_p, c_size_t]),
+    "mact_tag_get_info": (None, [_P, POINTER(NormTagInfo)]),
+    "mact_tag_action_stats": (None, [_P, _P, _P, _P]),
+    "mact_tag_normalize_actions": (None, [_P, _P, c_size_t, _P]),
+    "mact_tag_fingerprint": (c_uint64, [_P]),
+    "mact_norm_stats_open": (c_int, [c_char_p, _PP, c_char_p, c_size_t]),
+    "mact_norm_stats_close": (None, [_P]),
+    "mact_norm_stats_tag": (c_void_p, [_P, c_char_p, c_char_p, c_size_t]),
+    "mact_image_load_memory": (c_int, [_P, c_size_t, POINTER(Image), c_char_p, c_size_t]),
+    "mact_image_load_path": (c_int, [c_char_p, POINTER(Image), c_char_p, c_size_t]),
+    "mact_image_free": (None, [POINTER(Image)]),
     "mact_session_new": (c_int, [_P, POINTER(SessionOptions), _PP, c_char_p, c_size_t]),
     "mact_session_free": (None, [_P]),
     "mact_session_threads": (c_int, [_P]),
@@ -125,6 +141,8 @@ PROTOTYPES = {
     "mact_action_generate_rtc": (c_int, [_P, _P, c_int, c_int, c_int, _P, _P, _P, c_int, POINTER(RtcOptions)]),
     "mact_rtc_schedule_parse": (c_int, [c_char_p, POINTER(c_int)]),
     "mact_rtc_guidance_parse": (c_int, [c_char_p, POINTER(c_int)]),
+    "mact_rtc_schedule_str": (c_char_p, [c_int]),
+    "mact_rtc_guidance_str": (c_char_p, [c_int]),
     "mact_rtc_prefix_weights": (c_int, [POINTER(RtcOptions), c_int, _P]),
 }
 

@@ -8,7 +8,7 @@ offsets against a C compiler's). Each toolkit library carries the runtime object
 beside any libmact.so.
 """
 import ctypes
-from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p  # noqa: E501
 
 from . import _lib
 from ._lib import RtcOptions
@@ -50,12 +50,18 @@ class StatsOptions(Structure):
                 ("lerobot_stats", c_char_p)]
 
 
+# mact_eval_predict_fn: (user, const mact_predict_input *, mact_predict_output *, err, errlen) -> mact_status
+EVAL_PREDICT_FN = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(_lib.PredictInput), POINTER(_lib.PredictOutput), c_void_p,
+                                   c_size_t)
+
+
 class EvalOptions(Structure):
-    _fields_ = [("dataset", c_char_p), ("out", c_char_p), ("model", c_char_p), ("norm_stats", c_char_p),
-                ("norm_tag", c_char_p), ("policy", c_int), ("episodes", c_char_p), ("horizon", c_int),
-                ("first_k", POINTER(c_int)), ("n_first_k", c_int), ("static_threshold", c_double), ("seed", c_uint64),
-                ("steps", c_int), ("cameras", _STRS), ("n_cameras", c_int), ("action_key", c_char_p),
-                ("state_key", c_char_p), ("tolerance_s", c_double), ("so101_transform", c_int), ("replan", c_int),
+    _fields_ = [("dataset", c_char_p), ("out", c_char_p), ("policy", c_int), ("predict", c_void_p),
+                ("predict_user", c_void_p), ("tag", c_void_p), ("policy_id", c_char_p), ("episodes", c_char_p),
+                ("horizon", c_int), ("first_k", POINTER(c_int)), ("n_first_k", c_int), ("static_threshold", c_double),
+                ("seed", c_uint64), ("steps", c_int), ("cameras", _STRS), ("n_cameras", c_int),
+                ("action_key", c_char_p), ("state_key", c_char_p), ("tolerance_s", c_double), ("n_joints", c_int),
+                ("joint_signs", POINTER(c_float)), ("joint_offsets", POINTER(c_float)), ("replan", c_int),
                 ("delay", c_int), ("no_rtc_compare", c_int), ("rtc", RtcOptions), ("shard", c_int),
                 ("n_shards", c_int)]
 
@@ -102,7 +108,7 @@ DATA_PROTOTYPES = {
     "mact_eval_result_trajectory": (c_int, [_P, c_int, _P, c_size_t, POINTER(c_int), POINTER(c_int), POINTER(c_int64),
                                             POINTER(c_int), POINTER(c_int)]),
     "mact_eval_result_free": (None, [_P]),
-    "mact_eval_shard_from_env": (c_int, [POINTER(c_int), POINTER(c_int), _FILE, *_ERR]),
+    "mact_eval_session_predict": (c_int, [_P, POINTER(_lib.PredictInput), POINTER(_lib.PredictOutput), *_ERR]),
     "mact_lerobot_synth": (c_int, [c_char_p, POINTER(LerobotSynthOptions), *_ERR]),
     "mact_lerobot_synth_variants": (c_char_p, []),
     "mact_lerobot_synth_codecs": (c_char_p, []),
@@ -186,10 +192,14 @@ COMPRESS = _lib.Spec("libmact_compress", "libmact_compress.so", "libmact_compres
 
 
 def data_library(path=None):
+    # the runtime first: the toolkit needs libmact.so.0, and the loader then takes the one already loaded (one
+    # runtime in the process, whichever path it came from)
+    _lib.load_library()
     return _lib._load(DATA, path)
 
 
 def compress_library(path=None):
+    _lib.load_library()
     return _lib._load(COMPRESS, path)
 
 

@@ -252,14 +252,15 @@ def _rtc_options(prev_actions, inference_delay, execution_horizon, schedule, max
     """predict_action's real-time chunking arguments -> (mact_rtc_options, the float32 rows it points into, to
     be kept alive for the call). prev_actions None: n_prev 0, RTC off (the library still checks the numbers
     given and refuses a delay without rows)."""
-    sched = _rtc_name(lib, "mact_rtc_schedule_parse", schedule, "rtc_schedule", _RTC_SCHEDULES)
+    sched = 0 if schedule is None else _rtc_name(lib, "mact_rtc_schedule_parse", schedule, "rtc_schedule", _RTC_SCHEDULES)
     guid = _rtc_name(lib, "mact_rtc_guidance_parse", guidance, "rtc_guidance", _RTC_GUIDANCES)
     delay = _opt_int(inference_delay, "inference_delay", zero_ok=True)
     eh = _opt_int(execution_horizon, "execution_horizon")
-    if isinstance(max_guidance_weight, bool) or not isinstance(max_guidance_weight, (int, float, np.number)):
+    if max_guidance_weight is not None and (isinstance(max_guidance_weight, bool) or
+                                            not isinstance(max_guidance_weight, (int, float, np.number))):
         raise TypeError(f"max_guidance_weight must be a number, not {type(max_guidance_weight).__name__}")
-    beta = float(max_guidance_weight)
-    if beta == 0.0:
+    beta = 0.0 if max_guidance_weight is None else float(max_guidance_weight)
+    if max_guidance_weight is not None and beta == 0.0:
         # the library reads 0 as its default (10): refused rather than silently meaning 10
         raise input_error("max_guidance_weight 0: must be > 0 (10.0 is LeRobot's default)")
     rows = None
@@ -361,7 +362,7 @@ class Session:
     def predict_action(self, images, task, state, norm_tag=None, num_steps=None, seed=None, noise=None,
                        n_action_steps=None, inference_action_mode="continuous", enable_depth_reasoning=False,
                        processor=None, prev_actions=None, inference_delay=0, execution_horizon=None,
-                       rtc_schedule="linear", max_guidance_weight=10.0, rtc_guidance="identity"):
+                       rtc_schedule=None, max_guidance_weight=None, rtc_guidance="identity"):
         """Camera frames + task + raw state -> ActionOutput (``.actions`` float32 [1, n, action_dim], robot units).
 
         images: PIL images or HxWx3 uint8 RGB arrays, in the checkpoint's camera order (the norm tag's
@@ -392,8 +393,10 @@ class Session:
             chunk's rows [0, d) are guided to equal prev_actions[0:d] and are already in the past when it
             returns; the caller continues at the row it has reached.
         execution_horizon: rows guided (None: the library's default, 10), capped at the rows given.
-        rtc_schedule: the prefix weights past d: "linear" (LeRobot's default), "zeros", "ones" or "exp".
-        max_guidance_weight: the cap of the guidance weight (finite, > 0; 10.0 as LeRobot's).
+        rtc_schedule: the prefix weights past d: "linear" (LeRobot's default), "zeros", "ones" or "exp" (None: the
+        checkpoint's rtc_config, else "linear").
+        max_guidance_weight: the cap of the guidance weight (finite, > 0; None: the checkpoint's rtc_config, else
+        10.0 as LeRobot's).
         rtc_guidance: "identity" (LeRobot's: the Jacobian taken as the identity) or "vjp" (the paper's
             vector-Jacobian product).
         The library checks these (row width, finiteness, delay against the rows and the horizon, ...) and its
@@ -592,11 +595,12 @@ class Policy:
         raise TypeError("use mact.Policy.from_pretrained(model_dir, ...)")
 
     @classmethod
-    def from_pretrained(cls, model_dir, precision="bf16", threads=None, pack_cache=None, *, kernels=None,
+    def from_pretrained(cls, model_dir, precision=None, threads=None, pack_cache=None, *, kernels=None,
                         max_images=None, max_tokens=None, int8_parts=None, library=None):
-        """Loads a checkpoint directory (config.json, model.safetensors or shards, tokenizer.json,
-        norm_stats.json). precision: "bf16" (default), "fp32" (the exact parity mode) or "int8"; the weights
-        are repacked once for it. threads: threads per session (None: every CPU this process may run on).
+        """Loads a checkpoint: an HF-layout folder (config.json, model.safetensors or shards, tokenizer.json,
+        norm_stats.json), a LeRobot policy folder (its base named by checkpoint_path), or a Hugging Face hub repo id
+        ORG/NAME[@REVISION] resolved offline in the hub cache. precision: "bf16", "fp32" (the exact parity mode) or
+        "int8" (None: the library's default, bf16, or a LeRobot policy's dtype); the weights are repacked once for it. threads: threads per session (None: every CPU this process may run on).
         pack_cache: a directory for a cache of the repacked weights (None: $MACT_PACK_CACHE if set, else
         none). kernels: None/"auto", "ref", "avx2", "avx512", "avx512bf16" (x86-64) or "neon", "neon-dotprod", "neon-i8mm" (ARM64). max_images / max_tokens: the
         sessions' limits (None: the library's defaults, 4 frames and 512 tokens). int8_parts: with "int8", the
@@ -751,7 +755,7 @@ class Policy:
     def predict_action(self, images, task, state, norm_tag=None, num_steps=None, seed=None, noise=None,
                        n_action_steps=None, inference_action_mode="continuous", enable_depth_reasoning=False,
                        processor=None, prev_actions=None, inference_delay=0, execution_horizon=None,
-                       rtc_schedule="linear", max_guidance_weight=10.0, rtc_guidance="identity"):
+                       rtc_schedule=None, max_guidance_weight=None, rtc_guidance="identity"):
         return self._thread_session().predict_action(
             images, task, state, norm_tag=norm_tag, num_steps=num_steps, seed=seed, noise=noise,
             n_action_steps=n_action_steps, inference_action_mode=inference_action_mode,

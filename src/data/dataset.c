@@ -11,7 +11,7 @@
 #include "data/parquet.h"
 #include "data/video.h"
 #include "data/video_write.h"
-#include "io/image.h"
+#include "mact.h"
 
 struct mact_dataset {
     mact_ld *ld;

@@ -1,514 +1,466 @@
-/* mact_eval_run (include/mact_data.h; `mact eval`): open-loop evaluation on a LeRobot dataset, cameras as videos or
- * as images in the parquet. docs/datasets.md describes the metrics:
+/* mact_eval_run (include/mact_data.h; `mact eval`): the driver of the open-loop evaluation. It takes a policy (a
+ * session, or any function with mact_predict's contract) and the norm tag it runs with; the data side is elsewhere:
+ * the frames (data/eval_frames.c decodes ahead), the metrics (data/eval_metrics.c), the episode files and the
+ * result (data/eval_result.c). docs/datasets.md describes the metrics:
  *   for every frame t with t + H <= length (chunks that would run past the episode end are not evaluated),
  *   the policy's chunk pred[0..H-1] against gt = action[t..t+H-1]; frames whose gt chunk barely moves
- *   (max over k, j of |gt[k,j] - gt[0,j]| <= --static-threshold, raw units, default 0) are excluded;
- *   the hold-still baseline repeats state[t][:D] for absolute control modes and is zero for delta modes
- *   (the tag's control_mode contains "delta"); when the state and action features name different joints (or
- *   differ in dims), it takes per action dim the state dim of the same name where there is one, and says so. Per episode, sums of |error| per chunk step (raw and
- *   normalised units: 2(x - q01)/(q99 - q01) - 1 on the mask's dims, no clipping, raw elsewhere) are written
- *   to OUT/episodes/ep_NNNNNN.json atomically (temp + rename); a rerun skips episodes already there; the
- *   result is computed from those files in episode order, so `eval merge` of shards equals the unsharded run
- *   bit for bit. */
+ *   (max over k, j of |gt[k,j] - gt[0,j]| <= static_threshold, raw units, default 0) are excluded; the
+ *   hold-still baseline repeats state[t][:D] for absolute control modes and is zero for delta modes. Per episode,
+ *   sums of |error| per chunk step are written to OUT/episodes/ep_NNNNNN.json atomically (temp + rename); a rerun
+ *   skips episodes already there; the result is computed from those files in episode order, so `eval merge` of
+ *   shards equals the unsharded run bit for bit. */
 #include <errno.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include "mact_data.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/file.h"
-#include "base/parse.h"
 #include "base/rng.h"
-#include "io/image.h"
-#include "io/normstats.h"
-#include "io/so101.h"
 #include "data/eval_frames.h"
 #include "data/eval_internal.h"
 #include "data/lerobot.h"
 #include "data/video.h"
 
-#define so101_sg mact_so101_signs
-#define so101_of mact_so101_offsets
+#define FAIL(code, ...) (mact_errf(err, el, (code), __VA_ARGS__))
 
-/* back to the dataset's calibration: arm = signs * (model - offsets) */
-static void so101_back(float *x, int H, int D)
+
+mact_status mact_eval_session_predict(void *session, const mact_predict_input *in, mact_predict_output *out, char *err,
+                                      size_t el)
 {
-    for (int k = 0; k < H; k++)
-        for (int j = 0; j < D && j < 6; j++) x[k * D + j] = (float)(so101_sg[j] * (x[k * D + j] - so101_of[j]));
+    mact_status rc = mact_predict(session, in, out);
+    if (rc) mact_errf(err, el, rc, "%s", mact_session_error(session));
+    return rc;
 }
 
-/* one action row (dataset units) in the model's normalised units: the library's own normalisation of RTC's rows
- * (io/normstats.h mact_norm_actions: the tag's mode, clipped to [-1, 1] in quantile and min-max modes), after
- * the --so101-transform calibration the model sees */
-static void norm_row(const mact_norm_stats *ns, const mact_norm_tag *tg, const float *x, int D, int so101, float *out)
+/* The options on their own (before anything is opened): 0, or MACT_ERR_INPUT with the reason. */
+static int check_options(const mact_eval_options *o, char *err, size_t el)
 {
-    float m[64];
-    for (int j = 0; j < D && j < 64; j++) m[j] = so101 && j < 6 ? (float)(so101_sg[j] * x[j] + so101_of[j]) : x[j];
-    mact_tag_norm_actions(tg, m, 1, D, out);
-}
-
-/* At an episode's end: its joins' jumps and the executed rows' errors against the ground truth act [n x D] */
-static void replan_measure(ep_replan *r, const mact_norm_stats *ns, const mact_norm_tag *tg, const double *act, int H, int D, int so101)
-{
-    r->ex_values = (double)r->n_chunks * r->K * D;
-    const mact_feature_stats *fs = &tg->action;
-    for (int ch = 0; ch < 2; ch++) {
-        if (!(r->chains >> ch & 1)) continue;
-        free(r->jump[ch]); free(r->step[ch]);
-        r->jump[ch] = malloc(sizeof(double) * (size_t)(r->n_chunks + 1));
-        r->step[ch] = malloc(sizeof(double) * (size_t)(r->n_chunks + 1));
-        for (int c = 1; c < r->n_chunks; c++) {
-            float a[64], b[64];
-            norm_row(ns, tg, r->chunk[ch] + ((size_t)(c - 1) * H + r->K + r->delay - 1) * D, D, so101, a);  /* the old chunk's last executed row */
-            norm_row(ns, tg, r->chunk[ch] + ((size_t)c * H + r->delay) * D, D, so101, b);                   /* the new chunk's first */
-            double sum = 0;
-            for (int j = 0; j < D; j++) sum += fabs((double)b[j] - (double)a[j]);
-            r->jump[ch][c - 1] = sum / D;
-            if (r->K + r->delay < H) {  /* the step the old chunk itself takes there: what "continuing it" costs */
-                norm_row(ns, tg, r->chunk[ch] + ((size_t)(c - 1) * H + r->K + r->delay) * D, D, so101, b);
-                sum = 0;
-                for (int j = 0; j < D; j++) sum += fabs((double)b[j] - (double)a[j]);
-                r->step[ch][c - 1] = sum / D;
-            }
-        }
-        r->ex_raw[ch] = r->ex_norm[ch] = 0;
-        for (int c = 0; c < r->n_chunks; c++)
-            for (int i = 0; i < r->K; i++) {
-                const float *x = mact_eval_exec_row(r, ch, H, D, c, i);
-                const double *g = act + ((size_t)c * r->K + i) * D;
-                for (int j = 0; j < D; j++) {  /* normalised as the per-chunk MAE: 2(x - lo)/(hi - lo) - 1 on the mask, no clipping */
-                    double sc = fmax(fs->hi[j] - fs->lo[j], 1e-6), pv = x[j];
-                    double gn = fs->mask[j] ? 2 * (g[j] - fs->lo[j]) / sc - 1 : g[j], pn = fs->mask[j] ? 2 * (pv - fs->lo[j]) / sc - 1 : pv;
-                    r->ex_raw[ch] += fabs(pv - g[j]);
-                    r->ex_norm[ch] += fabs(pn - gn);
-                }
-            }
-    }
-}
-
-/* The shard from a scheduler's environment when --shard is not given. Kubernetes Indexed Jobs set
- * JOB_COMPLETION_INDEX only: the count must come as JOB_COMPLETION_COUNT (docs/cluster.md). Slurm arrays set
- * SLURM_ARRAY_TASK_ID/COUNT/MIN/STEP: the shard is (ID - MIN) / STEP, so --array=1-4 or 0-6:2 work too.
- * Notes go to progress. */
-mact_status mact_eval_shard_from_env(int *shard, int *nshard, FILE *progress, char *err, size_t el)
-{
-    if (!shard || !nshard) return mact_errf(err, el, MACT_ERR_INPUT, "mact_eval_shard_from_env: a NULL argument");
-    const char *ix = getenv("JOB_COMPLETION_INDEX"), *cn = getenv("JOB_COMPLETION_COUNT");
-    int64_t i, n, mn = 0, st = 1;
-    if (ix) {
-        if (!cn) return mact_errf(err, el, MACT_ERR_INPUT, "JOB_COMPLETION_INDEX is set but not JOB_COMPLETION_COUNT (Kubernetes sets the index only): set it to the Job's completions, or pass --shard I/N");
-        if (mact_parse_i64(ix, 0, INT32_MAX, &i) || mact_parse_i64(cn, 1, INT32_MAX, &n) || i >= n) {
-            return mact_errf(err, el, MACT_ERR_INPUT, "JOB_COMPLETION_INDEX=%s / JOB_COMPLETION_COUNT=%s is not an index below a count", ix, cn);
-        }
-        *shard = (int)i; *nshard = (int)n;
-        return 0;
-    }
-    ix = getenv("SLURM_ARRAY_TASK_ID"); cn = getenv("SLURM_ARRAY_TASK_COUNT");
-    if (!ix) return 0;
-    const char *smin = getenv("SLURM_ARRAY_TASK_MIN"), *sstep = getenv("SLURM_ARRAY_TASK_STEP");
-    if (!cn || mact_parse_i64(ix, 0, INT32_MAX, &i) || mact_parse_i64(cn, 1, INT32_MAX, &n) ||
-        (smin && mact_parse_i64(smin, 0, INT32_MAX, &mn)) || (sstep && mact_parse_i64(sstep, 1, INT32_MAX, &st)) ||
-        i < mn || (i - mn) % st || (i - mn) / st >= n) {
-        return mact_errf(err, el, MACT_ERR_INPUT, "SLURM_ARRAY_TASK_ID=%s (COUNT=%s MIN=%s STEP=%s) does not name one of COUNT evenly spaced tasks: pass --shard I/N",
-                         ix, cn ? cn : "unset", smin ? smin : "unset", sstep ? sstep : "unset");
-    }
-    *shard = (int)((i - mn) / st); *nshard = (int)n;
-    if (n == 1 && i > 0 && progress)
-        fprintf(progress, "mact eval: SLURM_ARRAY_TASK_ID=%s in a one-task array: evaluating every episode as shard 0/1 "
-                        "(to rerun one shard of N, pass --shard %s/N or scontrol requeue the original task)\n", ix, ix);
+    if (!o || !o->dataset || !o->out) return FAIL(MACT_ERR_INPUT, "the dataset and the out dir are required");
+    if ((unsigned)o->policy > MACT_EVAL_REPLAY) return FAIL(MACT_ERR_INPUT, "policy %d: model, hold or replay", o->policy);
+    if (o->policy == MACT_EVAL_MODEL && !o->predict) return FAIL(MACT_ERR_INPUT, "the model policy needs a predict function");
+    if (!o->tag) return FAIL(MACT_ERR_INPUT, "a norm tag is required (the model's, or a norm_stats.json's)");
+    if (o->n_cameras < 0 || o->n_cameras > MACT_EVAL_MAX_CAMERAS || (o->n_cameras && !o->cameras))
+        return FAIL(MACT_ERR_INPUT, "at most %d cameras", MACT_EVAL_MAX_CAMERAS);
+    if (o->n_first_k < 0 || o->n_first_k > MACT_EVAL_MAX_FIRST_K || (o->n_first_k && !o->first_k))
+        return FAIL(MACT_ERR_INPUT, "at most %d first-k windows", MACT_EVAL_MAX_FIRST_K);
+    for (int q = 0; q < o->n_first_k; q++)
+        if (o->first_k[q] < 1 || o->first_k[q] > MAXH) return FAIL(MACT_ERR_INPUT, "first-k %d out of 1..%d", o->first_k[q], MAXH);
+    const int K = o->replan, delay = o->delay;
+    if (o->horizon < 0 || o->horizon > MAXH || K < 0 || K > MAXH || delay < 0 || delay > MAXH || o->steps < 0 ||
+        o->steps > 1000 || !(o->static_threshold >= 0))
+        return FAIL(MACT_ERR_INPUT, "horizon, replan, delay, steps or static threshold out of range");
+    const mact_rtc_options *r = &o->rtc;
+    if ((unsigned)r->schedule > MACT_RTC_EXP || (unsigned)r->guidance > MACT_RTC_VJP)
+        return FAIL(MACT_ERR_INPUT, "unknown RTC schedule or guidance");
+    if (!K && (delay || o->no_rtc_compare || r->execution_horizon || r->max_guidance_weight != 0 || r->schedule || r->guidance))
+        return FAIL(MACT_ERR_INPUT, "the RTC options need --replan K");
+    if (K && o->policy != MACT_EVAL_MODEL)
+        return FAIL(MACT_ERR_INPUT, "--replan needs --policy model (the chunks of hold and replay do not depend on what was executed)");
+    if (K && o->static_threshold != 0)
+        return FAIL(MACT_ERR_INPUT, "--static-threshold does not apply with --replan (every replan point is evaluated)");
+    if (K && delay >= K)
+        return FAIL(MACT_ERR_INPUT, "--delay %d must be below --replan %d (a new chunk must execute at least one row of its own)", delay, K);
+    const int nshard = o->n_shards ? o->n_shards : 1;
+    if (nshard < 1 || o->shard < 0 || o->shard >= nshard) return FAIL(MACT_ERR_INPUT, "shard %d/%d out of range", o->shard, nshard);
+    if (o->n_joints < 0 || o->n_joints > MACT_EVAL_MAX_JOINTS || (o->n_joints && (!o->joint_signs || !o->joint_offsets)))
+        return FAIL(MACT_ERR_INPUT, "a joint frame of 1..%d joints needs its signs and offsets", MACT_EVAL_MAX_JOINTS);
+    for (int j = 0; j < o->n_joints; j++)
+        if (!isfinite(o->joint_signs[j]) || !isfinite(o->joint_offsets[j]) || o->joint_signs[j] == 0)
+            return FAIL(MACT_ERR_INPUT, "joint %d: signs must be finite and non-zero, offsets finite", j);
     return 0;
 }
 
-/* hmap[j]: the state dim the hold-still baseline repeats for action dim j (-1: none, zero). state[t][j] while the
- * features agree (the same names, or no names and the same dims); else, when they differ, the state dim named as
- * action dim j where there is one and state[t][j] elsewhere, with note saying so (stderr, result.json), as a
- * baseline across joint spaces means little. Delta control modes use no state: no note. */
-static int hold_map(const mact_ld_feature *fa, const mact_ld_feature *fs, const char *akey, const char *skey, int D,
-                    FILE *progress, int *hmap, char *note, size_t nl, int delta)
+/* The tag: its statistics and fields, the horizon, and the checks that need them. */
+static int resolve_tag(ev_run *R, char *err, size_t el)
 {
-    const int sd = fs && fs->ndim == 1 ? fs->shape[0] : 0;
-    for (int j = 0; j < D; j++) hmap[j] = j < sd ? j : -1;
-    note[0] = 0;
-    if (delta || !fs) return 0;
-    const int named = fa->n_names == D && fs->n_names == sd;
-    int same = sd == D;
-    for (int j = 0; same && named && j < D; j++) same = !strcmp(fa->names[j], fs->names[j]);
-    if (same) return 0;
-    char matched[256] = "", unmatched[256] = "";
-    size_t ml = 0, ul = 0;
-    for (int j = 0; j < D; j++) {
-        int k = -1;
-        for (int i = 0; named && i < sd && k < 0; i++) if (!strcmp(fa->names[j], fs->names[i])) k = i;
-        if (k >= 0) {
-            hmap[j] = k;
-            if (ml < sizeof matched) ml += (size_t)snprintf(matched + ml, sizeof matched - ml, "%s%d<-%d", ml ? ", " : "", j, k);
-        } else if (ul < sizeof unmatched) ul += (size_t)snprintf(unmatched + ul, sizeof unmatched - ul, "%s%d", ul ? ", " : "", j);
-    }
-    snprintf(note, nl, "the state '%s' (%d dims) and the action '%s' (%d dims) %s: the hold-still baseline takes, per action "
-             "dim, the state dim of the same name (action<-state: %s) and state[t][j] elsewhere (%s)", skey, sd, akey, D,
-             named ? "name their dims differently" : "differ in dims", ml ? matched : "none", ul ? unmatched : "none");
-    if (progress) fprintf(progress, "mact eval: warning: %s\n", note);
-    return 1;
+    const mact_eval_options *o = R->o;
+    mact_tag_get_info(o->tag, &R->ti);
+    if (R->ti.action_dim < 1 || R->ti.action_dim > MACT_EVAL_MAX_JOINTS)
+        return FAIL(MACT_ERR_INPUT, "norm tag %s has %d action dims (1..%d)", R->ti.name, R->ti.action_dim, MACT_EVAL_MAX_JOINTS);
+    mact_tag_action_stats(o->tag, R->lo, R->hi, R->mask);
+    if (o->n_joints && R->ti.joint_frame)
+        return FAIL(MACT_ERR_INPUT, "norm tag %s applies a joint frame of its own (%d joints, from the checkpoint's processors): "
+                    "the policy already maps the dataset's states and its actions; a second joint frame would apply it twice",
+                    R->ti.name, R->ti.joint_frame);
+    const int K = o->replan, delay = o->delay;
+    R->H = o->horizon ? o->horizon : R->ti.action_horizon > 0 ? R->ti.action_horizon : 10;
+    if (R->H < 1 || R->H > MAXH) return FAIL(MACT_ERR_INPUT, "horizon %d out of range", R->H);
+    if (K && K >= R->H) return FAIL(MACT_ERR_INPUT, "--replan %d must be below the horizon %d (the old chunk keeps no unexecuted rows to guide with)", K, R->H);
+    if (K && K + delay > R->H)
+        return FAIL(MACT_ERR_INPUT, "--replan %d + --delay %d exceeds the horizon %d (the old chunk has no rows for the frames of the delay)", K, delay, R->H);
+    if (K && o->rtc.execution_horizon > R->H) return FAIL(MACT_ERR_INPUT, "--execution-horizon %d exceeds the horizon %d", o->rtc.execution_horizon, R->H);
+    R->delta = strstr(R->ti.control_mode, "delta") != NULL;
+    return 0;
 }
 
-static const char *const sched_names[] = {"linear", "linear", "zeros", "ones", "exp"}, *const guid_names[] = {"identity", "vjp"};
+static int is_camera(const mact_ld_feature *f) { return f && (!strcmp(f->dtype, "image") || !strcmp(f->dtype, "video")); }
 
-/* Every failure after the options are checked goes through here: the message into err, the status returned. */
-#define FAIL(code, ...) (mact_errf(err, el, (code), __VA_ARGS__))
-
-static mact_status eval_run(const mact_eval_options *o, FILE *rep, FILE *progress, mact_eval_result **result, mact_norm_stats *nsp,
-                            char *err, size_t el)
+/* cameras in the policy's order: as given, else the tag's camera_keys (each must be a camera of the dataset), else
+ * the dataset's cameras in info.json order (tags such as SO100's name none) */
+static int resolve_cameras(ev_run *R, char *err, size_t el)
 {
-    static const int fk_default[3] = {5, 10, 30};
-    if (result) *result = NULL;
-    if (!o || !o->dataset || !o->out) return FAIL(MACT_ERR_INPUT, "the dataset and the out dir are required");
-    const char *dsdir = o->dataset, *out = o->out, *model = o->model, *nsfile = o->norm_stats, *tag = o->norm_tag, *eps = o->episodes;
-    const char *akey = o->action_key ? o->action_key : "action", *skey = o->state_key ? o->state_key : "observation.state";
-    const int pm = o->policy;
-    const char *policy = pm == MACT_EVAL_MODEL ? "model" : pm == MACT_EVAL_HOLD ? "hold" : "replay";
-    const char *cams[MACT_EVAL_MAX_CAMERAS];
-    int ncam = 0, H = o->horizon, steps = o->steps, shard = o->shard, nshard = o->n_shards ? o->n_shards : 1;
-    const int nk = o->n_first_k > 0 ? o->n_first_k : 3, *fk = o->n_first_k > 0 ? o->first_k : fk_default;
-    const double thr = o->static_threshold, tol = o->tolerance_s > 0 ? o->tolerance_s : 1e-4;
-    const int so101_tf = o->so101_transform;  /* the dataset is in the new SO-101 calibration, the checkpoint in the old one */
-    const uint64_t seed = o->seed;
-    /* replan: K rows executed per chunk, D of them the old chunk's (the inference delay); the RTC chain's options */
-    const int K = o->replan, delay = o->delay, compare = !o->no_rtc_compare;
-    const mact_rtc_options ro = o->rtc;
-    if (pm < MACT_EVAL_MODEL || pm > MACT_EVAL_REPLAY) return FAIL(MACT_ERR_INPUT, "policy %d: model, hold or replay", pm);
-    if (pm == MACT_EVAL_MODEL && !model) return FAIL(MACT_ERR_INPUT, "the model policy needs a model");
-    if (!model && !nsfile) return FAIL(MACT_ERR_INPUT, "norm stats needed: a model or a norm_stats.json");
-    if (o->n_cameras < 0 || o->n_cameras > MACT_EVAL_MAX_CAMERAS || (o->n_cameras && !o->cameras)) return FAIL(MACT_ERR_INPUT, "at most 8 --camera");
-    for (int c = 0; c < o->n_cameras; c++) cams[ncam++] = o->cameras[c];
-    if (nk > MACT_EVAL_MAX_FIRST_K || !fk) return FAIL(MACT_ERR_INPUT, "at most %d first-k windows", MACT_EVAL_MAX_FIRST_K);
-    for (int q = 0; q < nk; q++) if (fk[q] < 1 || fk[q] > MAXH) return FAIL(MACT_ERR_INPUT, "first-k %d out of 1..%d", fk[q], MAXH);
-    if (H < 0 || H > MAXH || K < 0 || K > MAXH || delay < 0 || delay > MAXH || steps < 0 || steps > 1000 || !(thr >= 0))
-        return FAIL(MACT_ERR_INPUT, "horizon, replan, delay, steps or static threshold out of range");
-    if ((unsigned)ro.schedule > MACT_RTC_EXP || (unsigned)ro.guidance > 1) return FAIL(MACT_ERR_INPUT, "unknown RTC schedule or guidance");
-    const char *sched_name = sched_names[ro.schedule], *guid_name = guid_names[ro.guidance];
-    if (!K && (delay || !compare || ro.execution_horizon || ro.max_guidance_weight != 0 || ro.schedule || ro.guidance))
-        return FAIL(MACT_ERR_INPUT, "the RTC options need --replan K");
-    if (K && pm != MACT_EVAL_MODEL) return FAIL(MACT_ERR_INPUT, "--replan needs --policy model (the chunks of hold and replay do not depend on what was executed)");
-    if (K && thr != 0) return FAIL(MACT_ERR_INPUT, "--static-threshold does not apply with --replan (every replan point is evaluated)");
-    if (K && delay >= K) return FAIL(MACT_ERR_INPUT, "--delay %d must be below --replan %d (a new chunk must execute at least one row of its own)", delay, K);
-    if (nshard < 1 || shard < 0 || shard >= nshard) return FAIL(MACT_ERR_INPUT, "shard %d/%d out of range", shard, nshard);
-    /* norm stats: the model's or the given file */
-    char p[4096];
-    if (model) snprintf(p, sizeof p, "%s/norm_stats.json", model); else snprintf(p, sizeof p, "%s", nsfile);
-    char *nstxt = NULL, e2[2048];
-    if (mact_file_read_text(p, (size_t)1 << 28, &nstxt, NULL, e2, sizeof e2)) nstxt = NULL;
-#define ns (*nsp)
-    if (!nstxt || mact_norm_stats_parse(nstxt, &ns, e2, sizeof e2)) { free(nstxt); return FAIL(MACT_ERR_FORMAT, "%s: %s", p, nstxt ? e2 : "cannot read"); }
-    const uint64_t ns_hash = mact_fnv1a(MACT_FNV_BASIS, nstxt, strlen(nstxt));
-    free(nstxt);
-    const mact_norm_tag *tg = mact_norm_find_tag(&ns, tag, err, el);
-    if (!tg) return MACT_ERR_MODEL;
-    /* the action stats' q01/q99 for normalised units (read again: the parsed table keeps the mode's pair) */
-    if (!H) H = tg->action_horizon > 0 ? tg->action_horizon : 10;
-    if (H < 1 || H > MAXH) return FAIL(MACT_ERR_INPUT, "horizon %d out of range", H);
-    if (K && K >= H) return FAIL(MACT_ERR_INPUT, "--replan %d must be below the horizon %d (the old chunk keeps no unexecuted rows to guide with)", K, H);
-    if (K && K + delay > H) {
-        return FAIL(MACT_ERR_INPUT, "--replan %d + --delay %d exceeds the horizon %d (the old chunk has no rows for the frames of the delay)", K, delay, H);
-    }
-    if (K && ro.execution_horizon > H) return FAIL(MACT_ERR_INPUT, "--execution-horizon %d exceeds the horizon %d", ro.execution_horizon, H);
-    int delta = strstr(tg->control_mode, "delta") != NULL;
-    mact_ld *d;
-    int lrc = mact_ld_open(dsdir, &d, err, el);
-    if (lrc) return lrc < 0 && lrc != MACT_ERR_INPUT ? (mact_status)lrc : MACT_ERR_FORMAT;
-    const mact_ld_feature *fa = mact_ld_find_feature(d, akey);
-    int D = fa && fa->ndim == 1 ? fa->shape[0] : 0;
-    if (!D || D != tg->action.dim) { mact_ld_close(d); return FAIL(MACT_ERR_FORMAT, "dataset '%s' has %d dims, the tag's action stats %d", akey, D, tg->action.dim); }
-    /* cameras in the model's order: --camera as given, else the tag's camera_keys (each must be a camera of the
-     * dataset), else the dataset's cameras in info.json order (tags such as SO100's name none) */
-    if (!ncam && tg->n_cameras > 0) {
-        if (tg->n_cameras > EVF_MAX_CAMS) { mact_ld_close(d); return FAIL(MACT_ERR_FORMAT, "tag %s names %d cameras, at most %d are evaluated", tg->name, tg->n_cameras, EVF_MAX_CAMS); }
-        for (int c = 0; c < tg->n_cameras; c++) {
-            const mact_ld_feature *cf = mact_ld_find_feature(d, tg->camera_keys[c]);
-            if (!cf || (strcmp(cf->dtype, "image") && strcmp(cf->dtype, "video"))) {
-                char list[2048] = "";
-                size_t ll = 0;
-                for (int i = 0; i < mact_ld_num_features(d) && ll < sizeof list; i++)
-                    if (!strcmp(mact_ld_feature_at(d, i)->dtype, "image") || !strcmp(mact_ld_feature_at(d, i)->dtype, "video"))
-                        ll += (size_t)snprintf(list + ll, sizeof list - ll, " %s", mact_ld_feature_at(d, i)->key);
-                FAIL(MACT_ERR_FORMAT, "the tag %s's camera '%s' is not a camera of %s; its cameras:%s (map them with --camera KEY, in the tag's order)",
-                     tg->name, tg->camera_keys[c], dsdir, list);
-                mact_ld_close(d);
-                return MACT_ERR_FORMAT;
-            }
-            cams[ncam++] = tg->camera_keys[c];
+    const mact_eval_options *o = R->o;
+    for (int c = 0; c < o->n_cameras; c++) R->cams[R->ncam++] = o->cameras[c];
+    if (!R->ncam && R->ti.n_cameras > 0) {
+        if (R->ti.n_cameras > EVF_MAX_CAMS)
+            return FAIL(MACT_ERR_FORMAT, "tag %s names %d cameras, at most %d are evaluated", R->ti.name, R->ti.n_cameras, EVF_MAX_CAMS);
+        for (int c = 0; c < R->ti.n_cameras; c++) {
+            if (is_camera(mact_ld_find_feature(R->d, R->ti.camera_keys[c]))) { R->cams[R->ncam++] = R->ti.camera_keys[c]; continue; }
+            char list[2048] = "";
+            size_t ll = 0;
+            for (int i = 0; i < mact_ld_num_features(R->d) && ll < sizeof list; i++)
+                if (is_camera(mact_ld_feature_at(R->d, i))) ll += (size_t)snprintf(list + ll, sizeof list - ll, " %s", mact_ld_feature_at(R->d, i)->key);
+            return FAIL(MACT_ERR_FORMAT, "the tag %s's camera '%s' is not a camera of %s; its cameras:%s (map them with --camera KEY, "
+                        "in the tag's order)", R->ti.name, R->ti.camera_keys[c], o->dataset, ll ? list : " none (synthesize or record "
+                        "the dataset with its camera videos: mact synth-dataset --video)");
         }
     }
-    if (!ncam)
-        for (int i = 0; i < mact_ld_num_features(d) && ncam < EVF_MAX_CAMS; i++)
-            if (!strcmp(mact_ld_feature_at(d, i)->dtype, "image") || !strcmp(mact_ld_feature_at(d, i)->dtype, "video")) cams[ncam++] = mact_ld_feature_at(d, i)->key;
-    int grip = -1;
-    for (int j = 0; j < fa->n_names && j < D; j++) if (strstr(fa->names[j], "gripper")) grip = j;
-    /* the hold-still baseline's state dim per action dim: state[t][j], unless the state and action features name
-     * their dims differently (or differ in dims): then the state dim of the same name where there is one */
-    int *hmap = malloc(sizeof(int) * (size_t)D);
-    char hold_note[512] = "";
-    if (!hmap) { mact_ld_close(d); return FAIL(MACT_ERR_NOMEM, "out of memory"); }
-    if (hold_map(fa, mact_ld_find_feature(d, skey), akey, skey, D, progress, hmap, hold_note, sizeof hold_note, delta)) {}
-    /* the episodes of this shard */
-    int NE = mact_ld_num_episodes(d), *sel = calloc((size_t)NE + 1, sizeof *sel), ns_sel = 0;
-    for (int i = 0; i < NE; i++) {
-        int64_t ix = mact_ld_episode_at(d, i)->index;
-        int want = 1;
-        if (eps) {
-            long a0, b0;
-            if (strchr(eps, ':') && sscanf(eps, "%ld:%ld", &a0, &b0) == 2) want = ix >= a0 && ix < b0;
-            else { want = 0; char *q = (char *)eps; while (*q) { long v = strtol(q, &q, 10); if (v == ix) want = 1; if (*q == ',') q++; else break; } }
-        }
-        if (want) sel[ns_sel++] = i;
-    }
-    snprintf(p, sizeof p, "%s/episodes", out);
-    if (!sel || mact_file_mkdirs(out, NULL, 0) || (mkdir(p, 0777) && errno != EEXIST)) { free(sel); mact_ld_close(d); return FAIL(sel ? MACT_ERR_IO : MACT_ERR_NOMEM, sel ? "cannot create %s" : "out of memory", p); }
-    /* the settings an episode's sums depend on (not the paths: shards may mount the data elsewhere); the norm stats
-     * and the model's config.json by content. Two checkpoints of one architecture sharing their norm stats are not
-     * told apart (their weights are not hashed): docs/cluster.md says to use a fresh --out per checkpoint */
-    char cfg_txt[4096], cfg[17];
-    uint64_t model_hash = 0;  /* the model policy: its config.json too (a pruned student keeps the teacher's norm stats) */
-    if (pm == 0) {
-        char cp[4200];
-        snprintf(cp, sizeof cp, "%s/config.json", model);
-        char *ct = NULL;
-        if (mact_file_read_text(cp, (size_t)1 << 28, &ct, NULL, e2, sizeof e2)) ct = NULL;
-        if (ct) model_hash = mact_fnv1a(MACT_FNV_BASIS, ct, strlen(ct));
-        free(ct);
-    }
-    int cl = snprintf(cfg_txt, sizeof cfg_txt, "policy=%s tag=%s seed=%llu steps=%d H=%d thr=%.17g tol=%.17g so101=%d akey=%s skey=%s ns=%016llx model=%016llx cams=",
-                      policy, tg->name, (unsigned long long)seed, steps, H, thr, tol, so101_tf, akey, skey, (unsigned long long)ns_hash,
-                      (unsigned long long)model_hash);
-    for (int c = 0; c < ncam && cl > 0 && cl < (int)sizeof cfg_txt; c++) cl += snprintf(cfg_txt + cl, sizeof cfg_txt - (size_t)cl, "%s,", cams[c]);
-    char rtc_txt[96] = "";
-    if (K) {  /* only when given: the fingerprints of runs without --replan stay what they were */
+    for (int i = 0; !R->ncam && i < mact_ld_num_features(R->d) && R->ncam < EVF_MAX_CAMS; i++)
+        if (is_camera(mact_ld_feature_at(R->d, i))) R->cams[R->ncam++] = mact_ld_feature_at(R->d, i)->key;
+    if (!R->ncam && o->policy == MACT_EVAL_MODEL)
+        return FAIL(MACT_ERR_FORMAT, "the dataset %s has no camera (image or video feature): the model policy needs frames; "
+                    "record or synthesize it with its cameras (mact synth-dataset --video C)", o->dataset);
+    return 0;
+}
+
+/* the dataset: its action width against the tag's, the cameras, the gripper dim, the hold baseline's state dims,
+ * and the shard's episodes */
+static int open_dataset(ev_run *R, FILE *progress, char *err, size_t el)
+{
+    const mact_eval_options *o = R->o;
+    int lrc = mact_ld_open(o->dataset, &R->d, err, el);
+    if (lrc) return lrc < 0 && lrc != MACT_ERR_INPUT ? lrc : MACT_ERR_FORMAT;
+    const mact_ld_feature *fa = mact_ld_find_feature(R->d, R->akey);
+    R->D = fa && fa->ndim == 1 ? fa->shape[0] : 0;
+    if (!R->D || R->D != R->ti.action_dim)
+        return FAIL(MACT_ERR_FORMAT, "dataset '%s' has %d dims, the tag's action stats %d", R->akey, R->D, R->ti.action_dim);
+    int rc = resolve_cameras(R, err, el);
+    if (rc) return rc;
+    R->grip = -1;
+    for (int j = 0; j < fa->n_names && j < R->D; j++) if (strstr(fa->names[j], "gripper")) R->grip = j;
+    if (!(R->hmap = malloc(sizeof(int) * (size_t)R->D))) return FAIL(MACT_ERR_NOMEM, "out of memory");
+    mact_eval_hold_map(fa, mact_ld_find_feature(R->d, R->skey), R->akey, R->skey, R->D, progress, R->hmap, R->hold_note,
+                       sizeof R->hold_note, R->delta);
+    const int NE = mact_ld_num_episodes(R->d);
+    if (!(R->sel = calloc((size_t)NE + 1, sizeof *R->sel))) return FAIL(MACT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < NE; i++)
+        if (mact_eval_episode_selected(o->episodes, mact_ld_episode_at(R->d, i)->index)) R->sel[R->n_sel++] = i;
+    return 0;
+}
+
+/* the settings an episode's sums depend on (not the paths: shards may mount the data elsewhere), the tag and the
+ * policy by what identifies them */
+static void fingerprint(ev_run *R)
+{
+    const mact_eval_options *o = R->o;
+    char cfg_txt[4096], frame[1024] = "";
+    size_t fl = 0;
+    for (int j = 0; j < o->n_joints && fl < sizeof frame; j++)
+        fl += (size_t)snprintf(frame + fl, sizeof frame - fl, "%s%.9g:%.9g", j ? "," : "", (double)o->joint_signs[j], (double)o->joint_offsets[j]);
+    int cl = snprintf(cfg_txt, sizeof cfg_txt, "policy=%s tag=%s seed=%llu steps=%d H=%d thr=%.17g tol=%.17g frame=%s akey=%s "
+                      "skey=%s ns=%016llx model=%s cams=", R->policy_name, R->ti.name, (unsigned long long)o->seed, o->steps,
+                      R->H, o->static_threshold, R->tol, frame, R->akey, R->skey, (unsigned long long)mact_tag_fingerprint(o->tag),
+                      o->policy_id ? o->policy_id : "");
+    for (int c = 0; c < R->ncam && cl > 0 && cl < (int)sizeof cfg_txt; c++) cl += snprintf(cfg_txt + cl, sizeof cfg_txt - (size_t)cl, "%s,", R->cams[c]);
+    if (R->K) {  /* only when given: the fingerprints of runs without --replan stay what they were */
         /* the settings in effect: the library's defaults for 0 (E 10, capped at the H - K rows given; B 10) */
-        int eff_e = ro.execution_horizon ? ro.execution_horizon : MACT_RTC_DEFAULT_EXECUTION_HORIZON;
-        if (eff_e > H - K) eff_e = H - K;
-        snprintf(rtc_txt, sizeof rtc_txt, "%s,E=%d,B=%.9g,%s", sched_name, eff_e,
-                 (double)(ro.max_guidance_weight > 0 ? ro.max_guidance_weight : MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT), guid_name);
+        const mact_rtc_options *ro = &o->rtc;
+        int eff_e = ro->execution_horizon ? ro->execution_horizon : MACT_RTC_DEFAULT_EXECUTION_HORIZON;
+        if (eff_e > R->H - R->K) eff_e = R->H - R->K;
+        /* the schedule the default (0) stands for is the checkpoint's: written as "default" */
+        snprintf(R->rtc_txt, sizeof R->rtc_txt, "%s,E=%d,B=%.9g,%s", mact_rtc_schedule_str(ro->schedule), eff_e,
+                 (double)(ro->max_guidance_weight > 0 ? ro->max_guidance_weight : MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT),
+                 mact_rtc_guidance_str(ro->guidance));
         if (cl > 0 && cl < (int)sizeof cfg_txt)
-            cl += snprintf(cfg_txt + cl, sizeof cfg_txt - (size_t)cl, " replan=%d delay=%d compare=%d rtc=%s", K, delay, compare, rtc_txt);
+            snprintf(cfg_txt + cl, sizeof cfg_txt - (size_t)cl, " replan=%d delay=%d compare=%d rtc=%s", R->K, R->delay,
+                     !o->no_rtc_compare, R->rtc_txt);
     }
-    snprintf(cfg, sizeof cfg, "%016llx", (unsigned long long)mact_fnv1a(MACT_FNV_BASIS, cfg_txt, strlen(cfg_txt)));
-    /* refuse up front (before loading the model) when OUT already holds episodes of other settings: nothing new
-     * is written into it then */
-    {
-        ep_sums *old_eps = NULL;
-        int n_old = 0;
-        const char *od[1] = {out};
-        int erc = mact_eval_load_eps(od, 1, &old_eps, &n_old, err, el);
-        if (erc) { free(sel); mact_ld_close(d); return (mact_status)erc; }
-        for (int i = 0; i < n_old; i++)
-            if (strcmp(old_eps[i].config, cfg)) {
-                FAIL(MACT_ERR_FORMAT, "%s/episodes/ep_%06lld.json was computed with other settings (config %s, now %s): policy, seed, "
-                        "steps, horizon, thresholds, cameras, keys or norm stats differ; use a fresh --out", out,
-                        (long long)old_eps[i].ep, old_eps[i].config[0] ? old_eps[i].config : "none", cfg);
-                mact_eval_eps_free(old_eps, n_old); free(sel); mact_ld_close(d);
-                return MACT_ERR_FORMAT;
-            }
-        mact_eval_eps_free(old_eps, n_old);
+    snprintf(R->cfg, sizeof R->cfg, "%016llx", (unsigned long long)mact_fnv1a(MACT_FNV_BASIS, cfg_txt, strlen(cfg_txt)));
+}
+
+static int other_settings(const char *file, const char *was, const char *now, char *err, size_t el)
+{
+    return FAIL(MACT_ERR_FORMAT, "%s was computed with other settings (config %s, now %s): policy, seed, steps, horizon, thresholds, "
+                "cameras, keys or norm stats differ; use a fresh --out", file, was[0] ? was : "none", now);
+}
+
+/* refuse up front when OUT already holds episodes of other settings: nothing new is written into it then */
+static int refuse_other_settings(const ev_run *R, char *err, size_t el)
+{
+    ep_sums *old = NULL;
+    int n_old = 0, rc;
+    const char *od[1] = {R->o->out};
+    if ((rc = mact_eval_load_eps(od, 1, &old, &n_old, err, el))) return rc;
+    for (int i = 0; i < n_old && !rc; i++)
+        if (strcmp(old[i].config, R->cfg)) {
+            char f[4300];
+            snprintf(f, sizeof f, "%s/ep_%06lld.json", R->epdir, (long long)old[i].ep);
+            rc = other_settings(f, old[i].config, R->cfg, err, el);
+        }
+    mact_eval_eps_free(old, n_old);
+    return rc;
+}
+
+/* an episode an earlier run finished: resumed only if with these settings */
+static int check_skipped(const ev_run *R, int q, char *err, size_t el)
+{
+    char fp[4300], e2[2048], *txt = NULL;
+    ep_sums prev;
+    int rc = 0;
+    snprintf(fp, sizeof fp, "%s/ep_%06lld.json", R->epdir, (long long)mact_ld_episode_at(R->d, R->sel[q])->index);
+    memset(&prev, 0, sizeof prev);
+    if (mact_file_read_text(fp, (size_t)1 << 28, &txt, NULL, e2, sizeof e2) || mact_eval_ep_parse(txt, &prev))
+        rc = FAIL(MACT_ERR_FORMAT, "%s: not an episode result (remove it to recompute)", fp);
+    else if (strcmp(prev.config, R->cfg)) rc = other_settings(fp, prev.config, R->cfg, err, el);
+    free(txt);
+    mact_eval_ep_free(&prev);
+    return rc;
+}
+
+/* the joint frame of the options: dataset units -> the policy's (state), and back (actions [n x D]) */
+static void frame_state(const mact_eval_options *o, const double *st, int dsd, float *sv)
+{
+    for (int j = 0; j < dsd && j < MACT_EVAL_MAX_JOINTS; j++)
+        sv[j] = (float)(j < o->n_joints ? o->joint_signs[j] * st[j] + o->joint_offsets[j] : st[j]);
+}
+
+void mact_eval_frame_back(const mact_eval_options *o, float *x, int n, int D)
+{
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < D && j < o->n_joints; j++) x[k * D + j] = (float)(o->joint_signs[j] * (x[k * D + j] - o->joint_offsets[j]));
+}
+
+/* one predict call of chain ch at frame t (chain 1 guided by its previous chunk's rows from the replan point on,
+ * in the robot's units as returned): the chunk into R->pred */
+static int predict_chain(ev_run *R, mact_predict_input *in, int ch, int c, const evf_item *it, char *err, size_t el)
+{
+    const mact_eval_options *o = R->o;
+    const int H = R->H, D = R->D;
+    if (R->K && ch == 1 && c > 0) {
+        in->rtc = o->rtc;
+        in->rtc.prev_actions = R->rp_raw[1] + (size_t)R->K * D;
+        in->rtc.n_prev = (size_t)(H - R->K);
+        in->rtc.prev_dim = (size_t)D;
+        in->rtc.inference_delay = R->delay;
+    } else in->rtc = (mact_rtc_options){0};
+    mact_predict_output po = {.actions = R->pred, .actions_cap = (size_t)MAXH * MACT_EVAL_MAX_JOINTS};
+    char e2[2048];
+    const double t0 = mact_clock_s();
+    mact_status prc = o->predict(o->predict_user, in, &po, e2, sizeof e2);
+    R->t_predict += mact_clock_s() - t0;
+    R->n_predict++;
+    if (prc)
+        return FAIL(prc == MACT_ERR_INPUT ? MACT_ERR_MODEL : prc, "episode %lld frame %lld%s: %s", (long long)R->e->index,
+                    (long long)it->t, R->K ? (ch ? " (RTC chain)" : " (plain chain)") : "", e2);
+    if ((int)po.n_steps != H || (int)po.action_dim != D)
+        return FAIL(MACT_ERR_MODEL, "the policy returned %zux%zu actions, want %dx%d", po.n_steps, po.action_dim, H, D);
+    if (R->K) memcpy(R->rp_raw[ch], R->pred, sizeof(float) * (size_t)H * D);
+    return 0;
+}
+
+/* the policy's chunk at frame it->t into R->pred, in the dataset's units; with replan, every chain's, the chunks kept
+ * for the episode's replan measures */
+static int predict_frame(ev_run *R, const evf_item *it, char *err, size_t el)
+{
+    const mact_eval_options *o = R->o;
+    const int H = R->H, D = R->D;
+    mact_frame fr[EVF_MAX_CAMS];
+    for (int c = 0; c < R->ncam; c++) fr[c] = (mact_frame){it->im[c].data, (int)it->im[c].height, (int)it->im[c].width};
+    float sv[MACT_EVAL_MAX_JOINTS];
+    frame_state(o, R->st + it->t * R->dsd, R->dsd, sv);
+    mact_predict_input in = {.frames = fr, .n_frames = (size_t)R->ncam, .task = R->e->task, .state = sv,
+                             .state_dim = (size_t)R->dsd,
+                             .options = {.norm_tag = R->ti.name, .num_steps = o->steps, .n_action_steps = H,
+                                         .seed = o->seed + (uint64_t)it->t}};
+    const int c = R->K ? (int)(it->t / R->K) : 0;
+    int rc = 0;
+    for (int ch = R->K ? 0 : 1; ch < 2 && !rc; ch++) {
+        if (R->K && !(R->chains >> ch & 1)) continue;
+        if (R->K && ch == 1 && c == 0 && (R->chains & 1)) {  /* no old chunk: chain 0's call */
+            memcpy(R->rp_raw[1], R->rp_raw[0], sizeof(float) * (size_t)H * D);
+            continue;
+        }
+        rc = predict_chain(R, &in, ch, c, it, err, el);
     }
-    mact_model *m = NULL;
-    mact_session *s = NULL;
-    int mrc = 0;
-    if (pm == 0 && ((mrc = mact_model_load(model, NULL, &m, err, el)) || (mrc = mact_session_new(m, NULL, &s, err, el)))) {
-        free(sel); mact_model_free(m); mact_ld_close(d);
-        return mrc == MACT_ERR_INPUT ? MACT_ERR_MODEL : (mact_status)mrc;  /* INPUT: the options' status only */
+    if (rc || !R->K) {
+        if (!rc) mact_eval_frame_back(o, R->pred, H, D);
+        return rc;
     }
-    float *pred = malloc(sizeof(float) * 256 * 64);
-    int rc = 0, done = 0;
-    struct timespec ts0, ts1;
-    clock_gettime(CLOCK_MONOTONIC, &ts0);
-    double frames_run = 0, t_predict = 0, n_predict = 0;  /* t_predict: seconds inside mact_predict (the inference rate) */
-    evf_options fo = {.d = d, .dsdir = dsdir, .akey = akey, .skey = skey, .cams = cams, .ncam = ncam, .decode = pm == 0,
-                      .sel = sel, .n_sel = ns_sel, .shard = shard, .nshard = nshard, .H = H, .static_threshold = thr, .episode_dir = p,
-                      .tolerance_s = tol, .stride = K};
-    if (K) fo.static_threshold = -1;  /* nothing excluded: every replan point is a link of the chain */
-    const int chains = K ? (compare ? 3 : 2) : 0;
-    float *rp_raw[2] = {K ? malloc(sizeof(float) * 256 * 64) : NULL, K ? malloc(sizeof(float) * 256 * 64) : NULL};  /* chains' last chunks, as mact_predict returned them */
-    if (K && (!rp_raw[0] || !rp_raw[1])) rc = FAIL(MACT_ERR_NOMEM, "out of memory");
-    evf *fr_src = NULL;
-    if (!rc && !pred) rc = FAIL(MACT_ERR_NOMEM, "out of memory");
-    if (!rc && evf_start(&fo, &fr_src, e2, sizeof e2)) rc = FAIL(MACT_ERR_FORMAT, "%s", e2);
-    /* the episode being evaluated: its arrays are the producer's until EVF_EPISODE_END, so on an early stop the
-     * producer is joined (evf_stop) before they are freed */
-    double *act = NULL, *st = NULL;
-    int dsd = 0, q = 0;
-    const mact_ld_episode *e = NULL;
-    ep_sums S;
-    memset(&S, 0, sizeof S);
+    /* the chains' chunks in the dataset's units; the per-chunk metrics take the first chain's */
+    R->S.rp.n_chunks = c + 1;
+    for (int ch = 0; ch < 2; ch++) {
+        if (!(R->chains >> ch & 1)) continue;
+        float *g = realloc(R->S.rp.chunk[ch], sizeof(float) * (size_t)(c + 1) * H * D);
+        if (!g) return FAIL(MACT_ERR_NOMEM, "out of memory");
+        R->S.rp.chunk[ch] = g;
+        memcpy(g + (size_t)c * H * D, R->rp_raw[ch], sizeof(float) * (size_t)H * D);
+        mact_eval_frame_back(o, g + (size_t)c * H * D, H, D);
+    }
+    memcpy(R->pred, R->rp_raw[R->chains & 1 ? 0 : 1], sizeof(float) * (size_t)H * D);
+    mact_eval_frame_back(o, R->pred, H, D);
+    return 0;
+}
+
+static void episode_start(ev_run *R, const evf_item *it)
+{
+    R->q = it->q;
+    R->e = mact_ld_episode_at(R->d, R->sel[R->q]);
+    R->act = it->act;
+    R->st = it->st;
+    R->dsd = it->dsd;
+    mact_eval_ep_free(&R->S);
+    memset(&R->S, 0, sizeof R->S);
+    memcpy(R->S.config, R->cfg, sizeof R->S.config);
+    snprintf(R->S.hold_note, sizeof R->S.hold_note, "%s", R->hold_note);
+    R->S.ep = R->e->index;
+    R->S.H = R->H;
+    R->S.D = R->D;
+    if (R->K) {
+        R->S.rp.K = R->K;
+        R->S.rp.delay = R->delay;
+        R->S.rp.chains = R->chains;
+        snprintf(R->S.rp.rtc, sizeof R->S.rp.rtc, "%s", R->rtc_txt);
+    }
+}
+
+/* the episode's file, and the progress line */
+static int episode_end(ev_run *R, FILE *progress, char *err, size_t el)
+{
+    if (R->K) mact_eval_replan_measure(&R->S.rp, R->o, R->lo, R->hi, R->mask, R->act, R->H, R->D);
+    free(R->act);
+    free(R->st);
+    R->act = R->st = NULL;
+    char fp[4300], e2[2048];
+    snprintf(fp, sizeof fp, "%s/ep_%06lld.json", R->epdir, (long long)R->e->index);
+    char *txt = mact_eval_ep_json(&R->S);
+    int rc = !txt || mact_eval_write_atomic(fp, txt, e2, sizeof e2) ? FAIL(MACT_ERR_IO, "cannot write %s", fp) : 0;
+    free(txt);
+    mact_eval_ep_free(&R->S);
+    R->done++;
+    const int nshard = R->o->n_shards ? R->o->n_shards : 1;
+    int left = 0;
+    for (int r = R->q + 1; r < R->n_sel; r++) left += r % nshard == R->o->shard;
+    const double elapsed = mact_clock_s() - R->t0, per_ep = R->done ? elapsed / R->done : 0;
+    if (progress)
+        fprintf(progress, "\rmact eval: shard %d/%d: %d episodes done, %d left, %.0f frames, %.3g frames/s, ETA %.0f s   ",
+                R->o->shard, nshard, R->done, left, R->frames_run, elapsed > 0 ? R->frames_run / elapsed : 0, per_ep * left);
+    return rc;
+}
+
+/* every item of the frame producer, in order */
+static int run_items(ev_run *R, evf *src, FILE *progress, char *err, size_t el)
+{
+    int rc = 0;
     for (int fin = 0; !rc && !fin;) {
         evf_item it;
-        evf_next(fr_src, &it);
+        evf_next(src, &it);
         switch (it.kind) {
         case EVF_ERROR: rc = FAIL(MACT_ERR_FORMAT, "%s", it.err); break;
         case EVF_DONE: fin = 1; break;
-        case EVF_SKIPPED: {  /* finished by an earlier run: only if with these settings */
-            char fp[4200];
-            ep_sums prev;
-            snprintf(fp, sizeof fp, "%s/ep_%06lld.json", p, (long long)mact_ld_episode_at(d, sel[it.q])->index);
-            char *txt = NULL;
-            memset(&prev, 0, sizeof prev);
-            if (mact_file_read_text(fp, (size_t)1 << 28, &txt, NULL, e2, sizeof e2) || mact_eval_ep_parse(txt, &prev))
-                rc = FAIL(MACT_ERR_FORMAT, "%s: not an episode result (remove it to recompute)", fp);
-            else if (strcmp(prev.config, cfg)) {
-                rc = FAIL(MACT_ERR_FORMAT, "%s was computed with other settings (config %s, now %s): policy, seed, steps, horizon, "
-                          "thresholds, cameras, keys or norm stats differ; use a fresh --out", fp, prev.config[0] ? prev.config : "none", cfg);
-            }
-            free(txt);
-            mact_eval_ep_free(&prev);
-            done++;
+        case EVF_SKIPPED: rc = check_skipped(R, it.q, err, el); R->done++; break;
+        case EVF_EPISODE: episode_start(R, &it); break;
+        case EVF_FRAME:
+            if (it.excluded) { R->S.excluded++; break; }
+            if (R->o->policy == MACT_EVAL_MODEL) rc = predict_frame(R, &it, err, el);
+            evf_item_free(&it);
+            if (!rc) mact_eval_add_frame(&R->S, R, it.t);
             break;
-        }
-        case EVF_EPISODE:
-            q = it.q; e = mact_ld_episode_at(d, sel[q]);
-            act = it.act; st = it.st; dsd = it.dsd;
-            mact_eval_ep_free(&S);
-            memset(&S, 0, sizeof S);
-            memcpy(S.config, cfg, sizeof S.config);
-            snprintf(S.hold_note, sizeof S.hold_note, "%s", hold_note);
-            S.ep = e->index; S.H = H; S.D = D;
-            if (K) { S.rp.K = K; S.rp.delay = delay; S.rp.chains = chains; snprintf(S.rp.rtc, sizeof S.rp.rtc, "%s", rtc_txt); }
-            break;
-        case EVF_FRAME: {
-            int64_t t = it.t;
-            const double *gt = act + t * D;
-            if (it.excluded) { S.excluded++; break; }
-            if (pm == 0) {
-                mact_frame fr[EVF_MAX_CAMS];
-                for (int c = 0; c < ncam; c++) fr[c] = (mact_frame){it.im[c].data, (int)it.im[c].height, (int)it.im[c].width};
-                float sv[64];
-                for (int j = 0; j < dsd && j < 64; j++)
-                    sv[j] = (float)(so101_tf && j < 6 ? so101_sg[j] * st[t * dsd + j] + so101_of[j] : st[t * dsd + j]);
-                mact_predict_input in = {.frames = fr, .n_frames = (size_t)ncam, .task = e->task, .state = sv, .state_dim = (size_t)dsd,
-                                         .options = {.norm_tag = tag, .num_steps = steps, .n_action_steps = H, .seed = seed + (uint64_t)t}};
-                /* --replan: frame t = cK is replan point c; each chain predicts its chunk (same seed), the RTC chain
-                 * guided by its previous chunk's rows from the replan point on (the robot's units, as returned) */
-                int c = K ? (int)(t / K) : 0;
-                for (int ch = K ? 0 : 1; ch < 2 && !rc; ch++) {
-                    if (K && !(chains >> ch & 1)) continue;
-                    if (K && ch == 1 && c == 0 && (chains & 1)) { memcpy(rp_raw[1], rp_raw[0], sizeof(float) * (size_t)H * D); continue; }  /* no old chunk: chain 0's call */
-                    if (K && ch == 1 && c > 0) {
-                        in.rtc = ro;
-                        in.rtc.prev_actions = rp_raw[1] + (size_t)K * D;
-                        in.rtc.n_prev = (size_t)(H - K);
-                        in.rtc.prev_dim = (size_t)D;
-                        in.rtc.inference_delay = delay;
-                    } else in.rtc = (mact_rtc_options){0};
-                    mact_predict_output po = {.actions = pred, .actions_cap = 256 * 64};
-                    struct timespec tp0, tp1;
-                    clock_gettime(CLOCK_MONOTONIC, &tp0);
-                    int prc = mact_predict(s, &in, &po);
-                    clock_gettime(CLOCK_MONOTONIC, &tp1);
-                    t_predict += (double)(tp1.tv_sec - tp0.tv_sec) + 1e-9 * (double)(tp1.tv_nsec - tp0.tv_nsec);
-                    n_predict++;
-                    if (prc) rc = FAIL(prc == MACT_ERR_INPUT ? MACT_ERR_MODEL : prc, "episode %lld frame %lld%s: %s", (long long)e->index, (long long)t, K ? (ch ? " (RTC chain)" : " (plain chain)") : "", mact_session_error(s));
-                    if (!rc && ((int)po.n_steps != H || (int)po.action_dim != D)) rc = FAIL(MACT_ERR_MODEL, "the model returned %zux%zu actions, want %dx%d", po.n_steps, po.action_dim, H, D);
-                    if (!rc && K) memcpy(rp_raw[ch], pred, sizeof(float) * (size_t)H * D);
-                }
-                evf_item_free(&it);
-                if (rc) break;
-                if (K) {  /* the chains' chunks in the dataset's units; the per-chunk metrics below take the first chain's */
-                    S.rp.n_chunks = c + 1;
-                    for (int ch = 0; ch < 2 && !rc; ch++) {
-                        if (!(chains >> ch & 1)) continue;
-                        float *g = realloc(S.rp.chunk[ch], sizeof(float) * (size_t)(c + 1) * H * D);
-                        if (!g) { rc = FAIL(MACT_ERR_NOMEM, "out of memory"); break; }
-                        S.rp.chunk[ch] = g;
-                        memcpy(g + (size_t)c * H * D, rp_raw[ch], sizeof(float) * (size_t)H * D);
-                        if (so101_tf) so101_back(g + (size_t)c * H * D, H, D);
-                    }
-                    if (rc) break;
-                    memcpy(pred, rp_raw[chains & 1 ? 0 : 1], sizeof(float) * (size_t)H * D);
-                }
-                if (so101_tf) so101_back(pred, H, D);
-            }
-            S.frames++;
-            frames_run++;
-            for (int k = 0; k < H; k++)
-                for (int j = 0; j < D; j++) {
-                    double g = gt[k * D + j];
-                    double hv = delta || hmap[j] < 0 || hmap[j] >= dsd ? 0 : st[t * dsd + hmap[j]];
-                    double pv = pm == 0 ? pred[k * D + j] : pm == 1 ? hv : g;
-                    const mact_feature_stats *fs = &tg->action;
-                    double sc = fmax(fs->hi[j] - fs->lo[j], 1e-6);
-                    double gn = fs->mask[j] ? 2 * (g - fs->lo[j]) / sc - 1 : g;
-                    double pn = fs->mask[j] ? 2 * (pv - fs->lo[j]) / sc - 1 : pv;
-                    double hn = fs->mask[j] ? 2 * (hv - fs->lo[j]) / sc - 1 : hv;
-                    S.m_raw[k] += fabs(pv - g); S.h_raw[k] += fabs(hv - g);
-                    S.m_norm[k] += fabs(pn - gn); S.h_norm[k] += fabs(hn - gn);
-                    S.gt_values++;
-                    S.outside += g < fs->lo[j] || g > fs->hi[j];
-                    if (j == grip) { S.m_grip += fabs(pv - g); S.h_grip += fabs(hv - g); S.grip_values++; }
-                }
-            break;
-        }
-        case EVF_EPISODE_END: {
-            if (K) replan_measure(&S.rp, &ns, tg, act, H, D, so101_tf);
-            free(act); free(st); act = st = NULL;
-            char fp[4200];
-            snprintf(fp, sizeof fp, "%s/ep_%06lld.json", p, (long long)e->index);
-            char *txt = mact_eval_ep_json(&S);
-            if (!txt || mact_eval_write_atomic(fp, txt, e2, sizeof e2)) rc = FAIL(MACT_ERR_IO, "cannot write %s", fp);
-            free(txt);
-            mact_eval_ep_free(&S);
-            done++;
-            clock_gettime(CLOCK_MONOTONIC, &ts1);
-            double elapsed = (double)(ts1.tv_sec - ts0.tv_sec) + 1e-9 * (double)(ts1.tv_nsec - ts0.tv_nsec);
-            int left = 0;
-            for (int r = q + 1; r < ns_sel; r++) left += r % nshard == shard;
-            double fps = elapsed > 0 ? frames_run / elapsed : 0, per_ep = done ? elapsed / done : 0;
-            if (progress) fprintf(progress, "\rmact eval: shard %d/%d: %d episodes done, %d left, %.0f frames, %.3g frames/s, ETA %.0f s   ", shard, nshard,
-                    done, left, frames_run, fps, per_ep * left);
-            break;
-        }
+        case EVF_EPISODE_END: rc = episode_end(R, progress, err, el); break;
         }
         if (rc) evf_item_free(&it);
     }
-    evf_stop(fr_src);
-    free(act); free(st);
-    mact_eval_ep_free(&S);
-    free(rp_raw[0]); free(rp_raw[1]);
-    if (progress) fprintf(progress, "\n");
-    if (!rc && frames_run > 0 && progress) {  /* the evaluation's rate against the inference's own: what the frame reader costs */
-        clock_gettime(CLOCK_MONOTONIC, &ts1);
-        double elapsed = (double)(ts1.tv_sec - ts0.tv_sec) + 1e-9 * (double)(ts1.tv_nsec - ts0.tv_nsec);
-        if (pm == 0 && K)
-            fprintf(progress, "mact eval: %.0f replan points, %.0f inferences in %.2f s: %.1f ms per inference, %.1f%% of the wall time\n",
-                    frames_run, n_predict, elapsed, 1e3 * t_predict / n_predict, 100 * t_predict / elapsed);
-        else if (pm == 0)
-            fprintf(progress, "mact eval: %.0f frames in %.2f s: %.4g frames/s; inference %.1f ms per frame (%.4g frames/s), %.1f%% of the wall time\n",
-                    frames_run, elapsed, frames_run / elapsed, 1e3 * t_predict / frames_run, frames_run / t_predict, 100 * t_predict / elapsed);
-        else fprintf(progress, "mact eval: %.0f frames in %.2f s\n", frames_run, elapsed);
-    }
-    free(pred); free(sel); free(hmap);
-    mact_session_free(s);
-    mact_model_free(m);
-    mact_ld_close(d);
-    if (rc) return (mact_status)rc;
-    ep_sums *all;
-    int n_all;
-    const char *dl[1] = {out};
-    if ((rc = mact_eval_load_eps(dl, 1, &all, &n_all, err, el))) return (mact_status)rc;
-    rc = mact_eval_write_result(out, all, n_all, fk, nk, policy, ns_sel, rep, result, err, el);
-    mact_eval_eps_free(all, n_all);
-    return (mact_status)rc;
+    return rc;
 }
 
-#undef ns
+/* the evaluation's rate against the inference's own: what the frame reader costs */
+static void report_rates(const ev_run *R, FILE *progress)
+{
+    if (!progress) return;
+    fprintf(progress, "\n");
+    if (R->frames_run <= 0) return;
+    const double elapsed = mact_clock_s() - R->t0;
+    if (R->o->policy == MACT_EVAL_MODEL && R->K)
+        fprintf(progress, "mact eval: %.0f replan points, %.0f inferences in %.2f s: %.1f ms per inference, %.1f%% of the wall time\n",
+                R->frames_run, R->n_predict, elapsed, 1e3 * R->t_predict / R->n_predict, 100 * R->t_predict / elapsed);
+    else if (R->o->policy == MACT_EVAL_MODEL)
+        fprintf(progress, "mact eval: %.0f frames in %.2f s: %.4g frames/s; inference %.1f ms per frame (%.4g frames/s), %.1f%% of "
+                "the wall time\n", R->frames_run, elapsed, R->frames_run / elapsed, 1e3 * R->t_predict / R->frames_run,
+                R->frames_run / R->t_predict, 100 * R->t_predict / elapsed);
+    else fprintf(progress, "mact eval: %.0f frames in %.2f s\n", R->frames_run, elapsed);
+}
+
+/* resolve, fingerprint, refuse a mixed OUT, then the frames through the policy */
+static int run(ev_run *R, FILE *progress, char *err, size_t el)
+{
+    const mact_eval_options *o = R->o;
+    int rc;
+    if ((rc = check_options(o, err, el)) || (rc = resolve_tag(R, err, el)) || (rc = open_dataset(R, progress, err, el)))
+        return rc;
+    snprintf(R->epdir, sizeof R->epdir, "%s/episodes", o->out);
+    if (mact_file_mkdirs(o->out, NULL, 0) || (mkdir(R->epdir, 0777) && errno != EEXIST))
+        return FAIL(MACT_ERR_IO, "cannot create %s", R->epdir);
+    fingerprint(R);
+    if ((rc = refuse_other_settings(R, err, el))) return rc;
+    R->pred = malloc(sizeof(float) * MAXH * MACT_EVAL_MAX_JOINTS);
+    for (int ch = 0; ch < 2 && R->K; ch++) R->rp_raw[ch] = malloc(sizeof(float) * MAXH * MACT_EVAL_MAX_JOINTS);
+    if (!R->pred || (R->K && (!R->rp_raw[0] || !R->rp_raw[1]))) return FAIL(MACT_ERR_NOMEM, "out of memory");
+    evf_options fo = {.d = R->d, .dsdir = o->dataset, .akey = R->akey, .skey = R->skey, .cams = R->cams, .ncam = R->ncam,
+                      .decode = o->policy == MACT_EVAL_MODEL, .sel = R->sel, .n_sel = R->n_sel, .shard = o->shard,
+                      .nshard = o->n_shards ? o->n_shards : 1, .H = R->H, .static_threshold = R->K ? -1 : o->static_threshold,
+                      .episode_dir = R->epdir, .tolerance_s = R->tol, .stride = R->K};
+    evf *src = NULL;
+    char e2[2048];
+    if (evf_start(&fo, &src, e2, sizeof e2)) return FAIL(MACT_ERR_FORMAT, "%s", e2);
+    R->t0 = mact_clock_s();
+    rc = run_items(R, src, progress, err, el);
+    /* an episode's arrays are the producer's until EVF_EPISODE_END: on an early stop it is joined before they go */
+    evf_stop(src);
+    report_rates(R, progress);
+    return rc;
+}
 
 mact_status mact_eval_run(const mact_eval_options *o, FILE *rep, FILE *progress, mact_eval_result **result, char *err, size_t el)
 {
-    mact_norm_stats *stats = calloc(1, sizeof *stats);  /* large: on the heap */
-    if (!stats) return FAIL(MACT_ERR_NOMEM, "out of memory");
+    if (result) *result = NULL;
+    ev_run *R = calloc(1, sizeof *R);
+    if (!R) return FAIL(MACT_ERR_NOMEM, "out of memory");
     mact_video_quiet_logs();  /* FFmpeg's decoder banners would drown the progress line */
-    mact_status rc = eval_run(o, rep, progress, result, stats, err, el);
-    free(stats);
-    return rc;
+    R->o = o;
+    if (o) {
+        R->akey = o->action_key ? o->action_key : "action";
+        R->skey = o->state_key ? o->state_key : "observation.state";
+        R->policy_name = o->policy == MACT_EVAL_MODEL ? "model" : o->policy == MACT_EVAL_HOLD ? "hold" : "replay";
+        R->tol = o->tolerance_s > 0 ? o->tolerance_s : 1e-4;
+        R->K = o->replan;
+        R->delay = o->delay;
+        R->chains = R->K ? (o->no_rtc_compare ? 2 : 3) : 0;
+    }
+    int rc = run(R, progress, err, el);
+    free(R->act);
+    free(R->st);
+    mact_eval_ep_free(&R->S);
+    free(R->rp_raw[0]);
+    free(R->rp_raw[1]);
+    free(R->pred);
+    free(R->sel);
+    free(R->hmap);
+    mact_ld_close(R->d);
+    const int n_sel = R->n_sel;
+    free(R);
+    if (rc) return (mact_status)rc;
+    ep_sums *all;
+    int n_all;
+    const char *dl[1] = {o->out};
+    if ((rc = mact_eval_load_eps(dl, 1, &all, &n_all, err, el))) return (mact_status)rc;
+    static const int fk_default[3] = {5, 10, 30};
+    rc = mact_eval_write_result(o->out, all, n_all, o->n_first_k ? o->first_k : fk_default, o->n_first_k ? o->n_first_k : 3,
+                                o->policy == MACT_EVAL_MODEL ? "model" : o->policy == MACT_EVAL_HOLD ? "hold" : "replay",
+                                n_sel, rep, result, err, el);
+    mact_eval_eps_free(all, n_all);
+    return (mact_status)rc;
 }

@@ -9,7 +9,7 @@
 #ifndef MACT_TOOLS_EVAL_FRAMES_H
 #define MACT_TOOLS_EVAL_FRAMES_H
 #include <stdint.h>
-#include "io/image.h"
+#include "mact.h"
 #include "data/lerobot.h"
 
 #define EVF_MAX_CAMS 8

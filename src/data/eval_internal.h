@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "mact_data.h"
+#include "data/lerobot.h"
 
 #define MAXH MACT_EVAL_MAX_HORIZON
 
@@ -50,4 +51,43 @@ int mact_eval_write_result(const char *out, ep_sums *e, int n, const int *first_
 const float *mact_eval_exec_row(const ep_replan *r, int ch, int H, int D, int c, int i);
 /* the temp + rename write (base/file.h): a killed task leaves no partial file */
 int mact_eval_write_atomic(const char *path, const char *text, char *err, size_t el);
+
+/* ---- one run (data/eval.c drives it, data/eval_metrics.c measures) ---- */
+#define MACT_EVAL_MAX_JOINTS 64   /* action and state dims an evaluation takes */
+typedef struct {
+    const mact_eval_options *o;
+    mact_norm_tag_info ti;                  /* the policy's tag */
+    double lo[MACT_EVAL_MAX_JOINTS], hi[MACT_EVAL_MAX_JOINTS];  /* its action statistics' pair */
+    unsigned char mask[MACT_EVAL_MAX_JOINTS];
+    const char *policy_name, *akey, *skey;
+    const char *cams[MACT_EVAL_MAX_CAMERAS];
+    int ncam, H, D, K, delay, chains, delta, grip;
+    double tol;
+    int *hmap;                              /* [D]: the state dim the hold baseline repeats (-1: none) */
+    char hold_note[512];
+    mact_ld *d;
+    int *sel, n_sel;                        /* the selected episodes (indices into the dataset's) */
+    char cfg[17], rtc_txt[96], epdir[4200];
+    float *pred, *rp_raw[2];                /* this frame's chunk (dataset units); the chains' last chunks (the policy's) */
+    double frames_run, t_predict, n_predict, t0;
+    int done, q, dsd;
+    const mact_ld_episode *e;               /* the episode being evaluated, its arrays (the producer's until its end) */
+    double *act, *st;
+    ep_sums S;
+} ev_run;
+
+/* data/eval_metrics.c */
+/* hmap[j]: the state dim the hold-still baseline repeats for action dim j (-1: none, zero); a note (stderr,
+ * result.json) when the state and action features name their dims differently or differ in dims */
+int mact_eval_hold_map(const mact_ld_feature *fa, const mact_ld_feature *fs, const char *akey, const char *skey, int D,
+                       FILE *progress, int *hmap, char *note, size_t nl, int delta);
+/* episode_index in the selection "A:B" or "I,J,..." (NULL: all) */
+int mact_eval_episode_selected(const char *episodes, int64_t index);
+/* frame t of the episode: |pred - gt| and |hold - gt| per chunk step into S, raw and normalised */
+void mact_eval_add_frame(ep_sums *S, ev_run *R, int64_t t);
+/* at an episode's end: its joins' jumps and the executed rows' errors against the ground truth act [n x D] */
+void mact_eval_replan_measure(ep_replan *r, const mact_eval_options *o, const double *lo, const double *hi,
+                              const unsigned char *mask, const double *act, int H, int D);
+/* the options' joint frame undone on actions [n x D] (data/eval.c) */
+void mact_eval_frame_back(const mact_eval_options *o, float *x, int n, int D);
 #endif

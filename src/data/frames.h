@@ -4,7 +4,7 @@
 #define MACT_DATA_FRAMES_H
 #include <stddef.h>
 #include <stdint.h>
-#include "io/image.h"
+#include "mact.h"
 
 /* A frame: its encoded bytes (PNG/JPEG in the parquet) or, for a video camera, the decoded frame; and a name. */
 typedef struct {

@@ -13,7 +13,7 @@
 #define MACT_IO_VIDEO_H
 #include <stddef.h>
 #include <stdint.h>
-#include "io/image.h"
+#include "mact.h"
 
 typedef struct mact_video mact_video;
 typedef struct {

@@ -273,7 +273,7 @@ static int decode_jpeg(const uint8_t *data, size_t size, mact_image *out, char *
     return MACT_OK;
 }
 
-int mact_image_load_memory(const void *data, size_t size, mact_image *out, char *err, size_t errlen)
+mact_status mact_image_load_memory(const void *data, size_t size, mact_image *out, char *err, size_t errlen)
 {
     if (!out) return set_err(err, errlen, MACT_ERR_INPUT, "image: NULL output");
     memset(out, 0, sizeof *out);
@@ -506,7 +506,7 @@ int mact_image_preprocess(const uint8_t *src, int64_t src_h, int64_t src_w, int6
     return rc;
 }
 
-int mact_image_load_path(const char *path, mact_image *img, char *err, size_t el)
+mact_status mact_image_load_path(const char *path, mact_image *img, char *err, size_t el)
 {
     size_t l = strlen(path);
     if (l > 4 && !strcmp(path + l - 4, ".npy")) {

@@ -13,20 +13,11 @@
 #include <stdint.h>
 #include "mact.h"
 
-/* Largest image accepted anywhere in this module (decoded, raw or resize target): sides up to
- * 16384 pixels and at most 64 Mpixel (8192 x 8192; the RGB buffer is then 192 MiB). The limit is
- * checked on the header before any pixel buffer is allocated, so a hostile file claiming huge
- * dimensions costs nothing. */
-#define MACT_IMAGE_MAX_SIDE 16384
-#define MACT_IMAGE_MAX_PIXELS ((int64_t)8192 * 8192)
+/* MACT_IMAGE_MAX_SIDE / MACT_IMAGE_MAX_PIXELS (mact.h): the largest image accepted anywhere in this module. */
 /* Largest encoded file read by mact_image_load_file. */
 #define MACT_IMAGE_MAX_FILE_BYTES ((int64_t)512 * 1024 * 1024)
 
-/* An RGB uint8 image, row-major HWC: pixel (y, x) channel c is data[(y * width + x) * 3 + c]. */
-typedef struct {
-    int64_t height, width;
-    uint8_t *data;  /* malloc-owned, height*width*3 bytes */
-} mact_image;
+/* mact_image (mact.h): an RGB uint8 image, row-major HWC, malloc-owned pixels. */
 
 /* Decodes a PNG or JPEG (chosen by its signature) to RGB uint8.
  * PNG: any bit depth / color type; 16-bit samples keep their high byte (as PIL does), palette is
@@ -37,7 +28,7 @@ typedef struct {
  * Errors: MACT_ERR_IO (file unreadable), MACT_ERR_FORMAT (empty, unknown, truncated, corrupt),
  * MACT_ERR_INPUT (dimensions above the limits), MACT_ERR_NOMEM. */
 int mact_image_load_file(const char *path, mact_image *out, char *err, size_t errlen);
-int mact_image_load_memory(const void *data, size_t size, mact_image *out, char *err, size_t errlen);
+/* mact_image_load_memory (mact.h): the same on bytes in memory */
 
 /* Copies a raw RGB uint8 array [h, w, 3]. */
 int mact_image_from_u8(const uint8_t *hwc, int64_t h, int64_t w, mact_image *out, char *err,
@@ -48,9 +39,7 @@ int mact_image_from_u8(const uint8_t *hwc, int64_t h, int64_t w, mact_image *out
  * convert to uint8 themselves.) */
 int mact_image_from_f32(const float *hwc, int64_t h, int64_t w, mact_image *out, char *err,
                         size_t errlen);
-void mact_image_free(mact_image *img);
 /* An image file: PNG / JPEG by content, or an .npy HxWx3 array (uint8, or float32 in [0, 1]) by its name. */
-int mact_image_load_path(const char *path, mact_image *out, char *err, size_t errlen);
 
 /* Bilinear resize of an RGB uint8 array [src_h, src_w, 3] to [dst_h, dst_w, 3], ignoring aspect
  * ratio, with the arithmetic of PyTorch's float upsample_bilinear2d (align_corners=False, no

@@ -36,7 +36,7 @@ typedef struct {
     float signs[MACT_NORM_MAX_DIM], offsets[MACT_NORM_MAX_DIM];
 } mact_joint_frame;
 
-typedef struct {
+typedef struct mact_tag {
     char name[MACT_NORM_MAX_NAME];
     mact_feature_stats state, action;
     int action_horizon, n_action_steps;
@@ -50,7 +50,7 @@ typedef struct {
     int clamp_actions;                /* LeRobot: molmoact2_clamp_action clamps every action dim to [-1, 1] first */
 } mact_norm_tag;
 
-typedef struct mact_norm_stats_s {
+typedef struct mact_norm_stats {
     int mode;                         /* norm_stats.json's norm_mode */
     int n_tags;
     int default_tag;                  /* the tag a call without a name gets; -1: only a lone tag is implied */

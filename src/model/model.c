@@ -817,25 +817,3 @@ mact_status mact_model_describe(const mact_model *m, char *buf, size_t bl)
 #undef P
     return o < bl ? MACT_OK : MACT_ERR_INPUT;  /* o >= bl: snprintf truncated a line */
 }
-
-size_t mact_model_num_norm_tags(const mact_model *m)
-{
-    return m && m->ns ? (size_t)m->ns->n_tags : 0;
-}
-
-mact_status mact_model_norm_tag(const mact_model *m, size_t i, mact_norm_tag_info *out)
-{
-    memset(out, 0, sizeof *out);
-    if (i >= mact_model_num_norm_tags(m)) return MACT_ERR_INPUT;
-    const mact_norm_tag *t = &m->ns->tags[i];
-    out->name = t->name;
-    out->state_dim = t->state.dim;
-    out->action_dim = t->action.dim;
-    out->action_horizon = t->action_horizon;
-    out->n_action_steps = t->n_action_steps;
-    out->n_cameras = t->n_cameras;
-    for (int c = 0; c < t->n_cameras && c < MACT_MAX_TAG_CAMERAS && c < MACT_NORM_MAX_CAMERAS; c++) out->camera_keys[c] = t->camera_keys[c];
-    out->setup_type = t->setup_type;
-    out->control_mode = t->control_mode;
-    return MACT_OK;
-}

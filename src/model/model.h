@@ -127,7 +127,7 @@ struct mact_model {
     float lora_scale;                /* alpha / r of merged LoRA adapters, 0 without */
     /* optional files: the integrator's path (mact_predict) needs them, the stages do not */
     struct mact_tokenizer *tok;      /* the base's tokenizer.json */
-    struct mact_norm_stats_s *ns;    /* the norm tags: norm_stats.json, or a LeRobot policy's processors */
+    struct mact_norm_stats *ns;    /* the norm tags: norm_stats.json, or a LeRobot policy's processors */
     char tok_err[512], ns_err[1024]; /* why each is absent */
     char stats_src[4400];            /* where the tags' statistics came from (mact inspect) */
     int n_renames;                   /* a LeRobot policy's rename_map: observation key -> the policy's */

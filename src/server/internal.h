@@ -106,7 +106,7 @@ typedef struct {
     int has_seed;
     uint64_t seed;
     int num_steps, n_action_steps;
-    char norm_tag[128];
+    char norm_tag[MACT_NORM_MAX_NAME];
     char req_id[128];
     int has_id, id_is_int;
     /* real-time chunking: the request's RTC keys (rtc.prev_actions points at prev when rows were sent) */

@@ -19,6 +19,11 @@ typedef struct {
     char state_keys[MACT_NORM_MAX_DIM][SRV_MAX_KEY];
     int n_cams;                              /* the cameras' raw keys, in the checkpoint's camera order */
     char cam_keys[SRV_MAX_CAMS][SRV_MAX_KEY];
+    /* what the client's RemotePolicyConfig chose (a LeRobot fork's policy_config_overrides, its fps) */
+    char norm_tag[MACT_NORM_MAX_NAME];       /* "": the server's */
+    int num_steps;                           /* flow steps; 0: the checkpoint's */
+    int max_rows;                            /* n_action_steps: rows of a chunk at most; 0: actions_per_chunk */
+    double fps;                              /* the client's control rate (RTC's delay estimate); 0: --lerobot-fps */
     /* real-time chunking: the last chunk sent (robot units) and its first timestep */
     float *chunk;
     int rows, dim;

@@ -147,8 +147,8 @@ static int on_setup(void *user, const char *peer, const uint8_t *data, size_t n,
     lr_client *c = client_enter(peer);
     if (!c) { snprintf(msg, ml, "too many clients"); return 8; }
     int rc = lr_configure(srv_get_state(LR.S), c->conn->pstate, data, n, msg, ml);
-    srv_record(LR.S, SRV_LEROBOT, peer, rc ? srv_decode_outcome(rc) : SRV_OC_CONTROL, n,
-               rc ? msg : "policy set-up");
+    srv_record(LR.S, SRV_LEROBOT, peer, rc ? srv_decode_outcome(rc) : SRV_OC_CONTROL, n, msg);
+    if (!rc) msg[0] = 0;
     client_leave(c);
     return rc == 0 ? 0 : rc == SRV_EINTERNAL ? 13 : 3;
 }

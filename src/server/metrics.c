@@ -172,13 +172,12 @@ void srv_config_json(srv *S, srv_buf *b)
                    S->keylen ? "true" : "false");
     for (int p = 0; p < SRV_NPROTO; p++)
         srv_buf_printf(b, "%s\"%s\": %s", p ? ", " : "", PROTO_NAME(p), S->keylen && c->key_required[p] ? "true" : "false");
-    static const char *const sched[] = {"linear", "zeros", "ones", "exp"};
     srv_buf_printf(b, "}, \"replan_steps\": %d, \"replan_rtc\": {\"schedule\": \"%s\", \"execution_horizon\": %d, "
                    "\"max_guidance_weight\": %g, \"guidance\": \"%s\"}", c->replan_steps,
-                   sched[(unsigned)c->replan_rtc.schedule & 3], c->replan_rtc.execution_horizon ? c->replan_rtc.execution_horizon
+                   mact_rtc_schedule_str(c->replan_rtc.schedule), c->replan_rtc.execution_horizon ? c->replan_rtc.execution_horizon
                    : MACT_RTC_DEFAULT_EXECUTION_HORIZON, c->replan_rtc.max_guidance_weight > 0 ?
                    (double)c->replan_rtc.max_guidance_weight : (double)MACT_RTC_DEFAULT_MAX_GUIDANCE_WEIGHT,
-                   c->replan_rtc.guidance == MACT_RTC_VJP ? "vjp" : "identity");
+                   mact_rtc_guidance_str(c->replan_rtc.guidance));
     srv_buf_printf(b, ", \"precision\": \"%s\", \"norm_tag\": \"%s\", \"keys\": {", mact_precision_str(S->st.mi.precision),
                    tag_name(&S->st));
     for (int p = 0; p < SRV_NPROTO; p++) {

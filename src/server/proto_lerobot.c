@@ -70,11 +70,15 @@ static int key_of(const pk_value *v, char *dst, size_t cap, const char *what, ch
     return 0;
 }
 
-/* the client's rename_map entry for key (its own name when none) */
-static const char *renamed(const pk_value *rename, const char *key)
+/* key renamed: by the client's rename_map when it sent one (LeRobot's server overrides the checkpoint's with it), else
+ * by the checkpoint's own (a LeRobot policy's rename_observations_processor), else key */
+static const char *renamed(const srv_state *S, const pk_value *rename, const char *key)
 {
-    const char *s = pk_str(pk_dict_get(rename, key), NULL);
-    return s ? s : key;
+    if (rename && rename->kind == PK_DICT && pk_len(rename)) {
+        const char *s = pk_str(pk_dict_get(rename, key), NULL);
+        return s ? s : key;
+    }
+    return mact_model_renamed(S->m, key);
 }
 
 /* the checkpoint's camera key k matches feature f (a "observation.images.X" key, renamed r) when k is f, r, X or
@@ -84,6 +88,79 @@ static int cam_match(const char *k, const char *f, const char *r)
     if (!strcmp(k, f) || !strcmp(k, r)) return 1;
     if (!strncmp(f, IMG_PREFIX, strlen(IMG_PREFIX)) && !strcmp(k, f + strlen(IMG_PREFIX))) return 1;
     return !strncmp(r, IMG_PREFIX, strlen(IMG_PREFIX)) && !strcmp(k, r + strlen(IMG_PREFIX));
+}
+
+/* One draccus-style override of a LeRobot fork's RemotePolicyConfig.policy_config_overrides ("--norm_tag=X", also
+ * "--policy.norm_tag=X" or "norm_tag=X"): applied when mact computes what it asks (the norm tag, the flow steps,
+ * the rows of a chunk, continuous inference), else refused by name. tag: the connection's tag info, updated. */
+static int apply_override(const srv_state *S, const char *o, lr_conn *t, mact_norm_tag_info *tag, char *err, size_t el)
+{
+    const char *k = o;
+    while (*k == '-') k++;
+    if (!strncmp(k, "policy.", 7)) k += 7;
+    const char *eq = strchr(k, '=');
+    if (!eq) { snprintf(err, el, "policy_config_overrides '%.100s' is not KEY=VALUE", o); return -1; }
+    const size_t kl = (size_t)(eq - k);
+    const char *v = eq + 1;
+    char e2[400];
+    int64_t x;
+#define KEY(name) (kl == strlen(name) && !strncmp(k, name, kl))
+    if (KEY("norm_tag")) {
+        const mact_tag *tg = mact_model_tag(S->m, v, e2, sizeof e2);
+        if (!tg) { snprintf(err, el, "policy_config_overrides %.100s: %s", o, e2); return -1; }
+        mact_tag_get_info(tg, tag);
+        snprintf(t->norm_tag, sizeof t->norm_tag, "%s", tag->name);
+    } else if (KEY("num_inference_steps") || KEY("n_action_steps")) {
+        char *end;
+        x = strtoll(v, &end, 10);
+        if (!*v || *end || x < 1 || x > 1000) { snprintf(err, el, "policy_config_overrides %.100s: an integer in 1..1000", o); return -1; }
+        if (KEY("num_inference_steps")) t->num_steps = (int)x;
+        else t->max_rows = (int)x;
+    } else if (KEY("inference_action_mode")) {
+        if (strcmp(v, "continuous")) {
+            snprintf(err, el, "policy_config_overrides %.100s: mact runs the continuous flow-matching head only", o);
+            return -1;
+        }
+    } else {
+        snprintf(err, el, "policy_config_overrides '%.100s': mact does not apply this override (it applies norm_tag, "
+                 "num_inference_steps, n_action_steps and inference_action_mode=continuous)", o);
+        return -1;
+    }
+#undef KEY
+    return 0;
+}
+
+/* the fields LeRobot forks running MolmoAct2 add: policy_config_overrides (a list of str) and fps */
+static int fork_fields(const srv_state *S, const pk_value *root, lr_conn *t, mact_norm_tag_info *tag, char *err, size_t el)
+{
+    const pk_value *ov = pk_attr(root, "policy_config_overrides"), *fps = pk_attr(root, "fps");
+    if (ov && ov->kind != PK_NONE) {
+        if (ov->kind != PK_LIST && ov->kind != PK_TUPLE) { snprintf(err, el, "policy_config_overrides must be a list of str"); return -1; }
+        for (size_t i = 0; i < pk_len(ov); i++) {
+            char o[512];
+            if (key_of(pk_item(ov, i), o, sizeof o, "policy_config_overrides item", err, el) ||
+                apply_override(S, o, t, tag, err, el))
+                return -1;
+        }
+    }
+    double f;
+    if (fps && fps->kind != PK_NONE) {
+        if (pk_number(fps, &f) || !(f > 0 && f <= 1000)) { snprintf(err, el, "fps must be a number in (0, 1000]"); return -1; }
+        t->fps = f;
+    }
+    return 0;
+}
+
+/* pretrained_name_or_path is never opened: the server serves the checkpoint it loaded. When it names something else,
+ * the set-up's log line says so (note, "" otherwise). */
+static void name_note(const srv_state *S, const pk_value *root, char *note, size_t nl)
+{
+    size_t n;
+    const char *p = pk_str(pk_attr(root, "pretrained_name_or_path"), &n);
+    note[0] = 0;
+    if (!p || (n == strlen(S->c.model_dir) && !strncmp(p, S->c.model_dir, n))) return;
+    snprintf(note, nl, "; the client's pretrained_name_or_path '%.*s' is not the loaded model: serving %s", (int)(n > 200 ? 200 : n),
+             p, S->c.model_dir);
 }
 
 int lr_configure(const srv_state *S, lr_conn *lc, const uint8_t *data, size_t n, char *err, size_t el)
@@ -105,9 +182,12 @@ int lr_configure(const srv_state *S, lr_conn *lc, const uint8_t *data, size_t n,
                  "--policy_type=%s)", ptype, LR_POLICY_TYPE, LR_POLICY_TYPE);
         goto done;
     }
-    /* pretrained_name_or_path is never opened: the server serves the checkpoint it loaded */
+    mact_norm_tag_info tag = S->tag;
+    char note[400];
+    if (fork_fields(S, root, &t, &tag, err, el)) goto done;
+    name_note(S, root, note, sizeof note);
     int64_t apc;
-    int horizon = S->tag.action_horizon > 0 ? S->tag.action_horizon : S->mi.max_action_horizon;
+    int horizon = tag.action_horizon > 0 ? tag.action_horizon : S->mi.max_action_horizon;
     if (pk_int(pk_attr(root, "actions_per_chunk"), &apc) || apc < 1 || apc > horizon) {
         snprintf(err, el, "actions_per_chunk must be an integer in 1..%d (the checkpoint's action horizon)", horizon);
         goto done;
@@ -124,9 +204,9 @@ int lr_configure(const srv_state *S, lr_conn *lc, const uint8_t *data, size_t n,
         goto done;
     }
     size_t ns = pk_len(names);
-    if ((int)ns != S->state_dim) {
+    if ((int)ns != tag.state_dim) {
         snprintf(err, el, "the client's " STATE_KEY " has %zu joints, the checkpoint's norm tag '%s' %d", ns,
-                 S->tag.name ? S->tag.name : "", S->state_dim);
+                 tag.name ? tag.name : "", tag.state_dim);
         goto done;
     }
     for (size_t i = 0; i < ns; i++) {
@@ -145,7 +225,7 @@ int lr_configure(const srv_state *S, lr_conn *lc, const uint8_t *data, size_t n,
         fk[nf++] = k;
     }
     if (!nf) { snprintf(err, el, "lerobot_features has no '" IMG_PREFIX "*' camera"); goto done; }
-    int want = S->n_cameras > 0 ? S->n_cameras : nf;
+    int want = tag.n_cameras > 0 ? tag.n_cameras : nf;
     if (want > SRV_MAX_CAMS || want > S->c.max_images) {
         snprintf(err, el, "%d cameras: this server takes at most %d (--max-images)", want,
                  S->c.max_images < SRV_MAX_CAMS ? S->c.max_images : SRV_MAX_CAMS);
@@ -153,9 +233,9 @@ int lr_configure(const srv_state *S, lr_conn *lc, const uint8_t *data, size_t n,
     }
     for (int i = 0; i < want; i++) {
         int f = i;
-        if (S->n_cameras > 0) {   /* the checkpoint names its cameras: match them */
-            const char *k = i < MACT_MAX_TAG_CAMERAS ? S->tag.camera_keys[i] : NULL;
-            for (f = 0; k && f < nf && !cam_match(k, fk[f], renamed(rename, fk[f])); f++) {}
+        if (tag.n_cameras > 0) {   /* the checkpoint names its cameras: match them */
+            const char *k = i < MACT_MAX_TAG_CAMERAS ? tag.camera_keys[i] : NULL;
+            for (f = 0; k && f < nf && !cam_match(k, fk[f], renamed(S, rename, fk[f])); f++) {}
             if (!k || f == nf) {
                 size_t o = (size_t)snprintf(err, el, "the checkpoint's camera '%s' matches none of the client's image "
                                             "features (", k ? k : "?");
@@ -175,11 +255,16 @@ int lr_configure(const srv_state *S, lr_conn *lc, const uint8_t *data, size_t n,
     memcpy(lc->state_keys, t.state_keys, sizeof t.state_keys);
     lc->n_cams = t.n_cams;
     memcpy(lc->cam_keys, t.cam_keys, sizeof t.cam_keys);
+    memcpy(lc->norm_tag, t.norm_tag, sizeof t.norm_tag);
+    lc->num_steps = t.num_steps;
+    lc->max_rows = t.max_rows;
+    lc->fps = t.fps;
     free(lc->chunk);
     lc->chunk = NULL;
     lc->rows = 0;
     pthread_mutex_unlock(&lc->mu);
     rc = 0;
+    snprintf(err, el, "policy set-up%s", note);
 done:
     pk_free(doc);
     return rc;
@@ -273,8 +358,10 @@ static void lr_handle(const srv_state *S, srv_worker *w, srv_job *j)
     if (!task) { snprintf(err, sizeof err, "the observation has no 'task' str (the client's --task)"); goto unlock; }
     int rc = srv_copy_str(task, tn, S->c.max_string, &r.task, "task", err, sizeof err);
     if (rc) { j->outcome = srv_decode_outcome(rc); goto unlock; }
-    r.n_action_steps = lc->actions_per_chunk;
-    double dt_ms = 1000.0 / S->c.lerobot_fps;
+    r.n_action_steps = lc->max_rows && lc->max_rows < lc->actions_per_chunk ? lc->max_rows : lc->actions_per_chunk;
+    r.num_steps = lc->num_steps;
+    snprintf(r.norm_tag, sizeof r.norm_tag, "%s", lc->norm_tag);
+    double dt_ms = 1000.0 / (lc->fps > 0 ? lc->fps : S->c.lerobot_fps);
     /* RTC. LeRobot's client stamps an observation with the timestep of the last action it executed (k), and
      * skips a chunk's rows at timesteps <= the last executed one. So the new chunk's row i (timestep k + i)
      * continues the last chunk's row at k + i: the guide is the last chunk from k on, and the frozen prefix is

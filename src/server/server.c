@@ -333,25 +333,10 @@ static void *loader_main(void *arg)
                             .int8_parts = S->c.int8_parts};
     if (mact_model_load(S->c.model_dir, &lo, &S->m, err, sizeof err)) goto fail;
     mact_model_get_info(S->m, &S->mi);
-    /* the default tag as mact_predict reads it (the model parsed norm_stats.json at load) */
-    size_t nt = mact_model_num_norm_tags(S->m);
-    if (!nt) {
-        snprintf(err, sizeof err, "%.900s/norm_stats.json: missing or without tags (the server needs norm stats)",
-                 S->c.model_dir);
-        goto fail;
-    }
-    size_t ti = 0;
-    if (S->c.norm_tag) {
-        mact_norm_tag_info t;
-        while (ti < nt && !(mact_model_norm_tag(S->m, ti, &t) == MACT_OK && !strcmp(t.name, S->c.norm_tag))) ti++;
-        if (ti == nt) {
-            size_t o = (size_t)snprintf(err, sizeof err, "unknown norm tag \"%.200s\"; valid tags:", S->c.norm_tag);
-            for (size_t k = 0; k < nt && o < sizeof err; k++)
-                if (mact_model_norm_tag(S->m, k, &t) == MACT_OK) o += (size_t)snprintf(err + o, sizeof err - o, " %s", t.name);
-            goto fail;
-        }
-    }
-    mact_model_norm_tag(S->m, ti, &S->tag);
+    /* the default tag as mact_predict reads it: --norm-tag, else the checkpoint's default */
+    const mact_tag *tg = mact_model_tag(S->m, S->c.norm_tag, err, sizeof err);
+    if (!tg) goto fail;
+    mact_tag_get_info(tg, &S->tag);
     S->state_dim = S->tag.state_dim;
     S->n_cameras = S->tag.n_cameras;
     S->workers = nw;

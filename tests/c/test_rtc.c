@@ -100,8 +100,8 @@ int main(void)
     check_err("rtc_weights_err_h_negative", &r, -3, w);
     check_err("rtc_weights_err_h_4097", &r, 4097, w);
     mact_rtc_options b = r;
-    b.schedule = (mact_rtc_schedule)4;
-    check_err("rtc_weights_err_schedule_4", &b, 10, w);
+    b.schedule = (mact_rtc_schedule)(MACT_RTC_EXP + 1);
+    check_err("rtc_weights_err_schedule_past_exp", &b, 10, w);
     b = r;
     b.schedule = (mact_rtc_schedule)-1;
     check_err("rtc_weights_err_schedule_negative", &b, 10, w);

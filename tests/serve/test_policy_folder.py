@@ -41,24 +41,52 @@ rp = asyncio.run(vla_session(P_VLA, [("observation", {"images": {"agentview": to
                                                       "task_description": task, "states": state, "seed": 11})], fmt="raw"))
 R.check("policy_folder_vla_eval_bitwise", bitwise_equal(rp[1]["payload"]["actions"], ref[0]), str(rp[1])[:200])
 
-# LeRobot's async inference: the robot calls its cameras front and wrist; rename_map maps front to the policy's top
+# LeRobot's async inference: the robot calls its cameras front and wrist; the checkpoint's saved rename_map (its
+# rename_observations_processor) maps front to the policy's top when the client sends none
 joints = [f"joint_{i}.pos" for i in range(dim)]
 feats = {"observation.state": {"dtype": "float32", "shape": (dim,), "names": joints}}
 for c in ("front", "wrist"):
     feats["observation.images." + c] = {"dtype": "image", "shape": (240, 320, 3), "names": ["height", "width", "channels"]}
-ch = grpc.insecure_channel(f"127.0.0.1:{P_LR}", options=[("grpc.use_local_subchannel_pool", 1)])
-stub = pbg.AsyncInferenceStub(ch)
-stub.Ready(pb.Empty(), timeout=30)
-cfg = RemotePolicyConfig(policy_type="molmoact2", pretrained_name_or_path="org/some-other-policy", lerobot_features=feats,
-                         actions_per_chunk=4, device="cpu",
-                         rename_map={"observation.images.front": "observation.images.top"})
-stub.SendPolicyInstructions(pb.PolicySetup(data=pickle.dumps(cfg)), timeout=30)
 raw = {k: float(v) for k, v in zip(joints, state)}
 raw["front"], raw["wrist"], raw["task"] = top, wrist, task
-stub.SendObservations(chunks(pickle.dumps(TimedObservation(timestamp=time.time(), timestep=0, observation=raw,
-                                                           must_go=True))), timeout=30)
-got = pickle.loads(stub.GetActions(pb.Empty(), timeout=60).data)
-a = np.stack([x.action.numpy() for x in got]).astype(np.float32)
+
+
+def lerobot_chunk(cfg, timestep=0):
+    ch = grpc.insecure_channel(f"127.0.0.1:{P_LR}", options=[("grpc.use_local_subchannel_pool", 1)])
+    stub = pbg.AsyncInferenceStub(ch)
+    stub.Ready(pb.Empty(), timeout=30)
+    stub.SendPolicyInstructions(pb.PolicySetup(data=pickle.dumps(cfg)), timeout=30)
+    stub.SendObservations(chunks(pickle.dumps(TimedObservation(timestamp=time.time(), timestep=timestep, observation=raw,
+                                                               must_go=True))), timeout=30)
+    got = pickle.loads(stub.GetActions(pb.Empty(), timeout=60).data)
+    ch.close()
+    return np.stack([x.action.numpy() for x in got]).astype(np.float32)
+
+
+cfg = RemotePolicyConfig(policy_type="molmoact2", pretrained_name_or_path=model, lerobot_features=feats,
+                         actions_per_chunk=4, device="cpu", rename_map={})
+a = lerobot_chunk(cfg)
 ref0 = mact_run(model, paths, task, state, 0, extra=("--n-action-steps", "4"))
-R.check("policy_folder_lerobot_bitwise", bitwise_equal(a, ref0), f"{a[:1]} vs {ref0[:1]}")
+R.check("policy_folder_lerobot_saved_rename_map_bitwise", bitwise_equal(a, ref0), f"{a[:1]} vs {ref0[:1]}")
+# a LeRobot fork's RemotePolicyConfig: extra fields (fps, policy_config_overrides), the client's own rename_map, and a
+# pretrained_name_or_path naming another checkpoint (never opened: the log says so)
+cfg = RemotePolicyConfig(policy_type="molmoact2", pretrained_name_or_path="org/some-other-policy", lerobot_features=feats,
+                         actions_per_chunk=4, device="cpu", rename_map={"observation.images.front": "observation.images.top"})
+cfg.fps = 15
+cfg.policy_config_overrides = ["--norm_tag=policy", "--policy.num_inference_steps=3", "--inference_action_mode=continuous",
+                               "n_action_steps=3"]
+a = lerobot_chunk(cfg)
+ref3 = mact_run(model, paths, task, state, 0, extra=("--n-action-steps", "3", "--steps", "3"))
+R.check("policy_folder_lerobot_fork_overrides_bitwise", bitwise_equal(a, ref3), f"{a[:1]} vs {ref3[:1]}")
+log = open(sys.argv[8]).read()
+R.check("policy_folder_lerobot_other_name_logged", "'org/some-other-policy' is not the loaded model" in log, log[-400:])
+for bad, want in ((["--device=cuda"], "does not apply this override"), (["--inference_action_mode=discrete"], "continuous"),
+                  (["--norm_tag=nosuch"], "unknown norm tag")):
+    cfg.policy_config_overrides = bad
+    try:
+        lerobot_chunk(cfg)
+        R.check(f"policy_folder_lerobot_override_refused_{bad[0]}", False, "accepted")
+    except grpc.RpcError as e:
+        R.check(f"policy_folder_lerobot_override_refused_{bad[0]}", e.code() == grpc.StatusCode.INVALID_ARGUMENT
+                and want in (e.details() or ""), e.details())
 sys.exit(1 if R.failed else 0)
