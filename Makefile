@@ -60,6 +60,13 @@ DATA_SRC     := $(wildcard src/data/*.c)
 DATA_OBJ     := $(DATA_SRC:src/%.c=$(BUILD)/obj/%.o)
 COMPRESS_SRC := $(wildcard src/compress/*.c)
 COMPRESS_OBJ := $(COMPRESS_SRC:src/%.c=$(BUILD)/obj/%.o)
+# the compression toolkit reads and writes checkpoint files itself (the surgery): the safetensors reader is carried
+# with it, hidden, beside src/base/
+COMPRESS_PRIVATE := $(BASE_OBJ) $(BUILD)/obj/io/safetensors.o
+# the synthetic writers (src/synth/: checkpoints, LeRobot datasets, their parquet and video writers): the CLI's and the
+# tests', in libmact_synth.a; no shared library carries them
+SYNTH_SRC    := $(wildcard src/synth/*.c)
+SYNTH_OBJ    := $(SYNTH_SRC:src/%.c=$(BUILD)/obj/%.o)
 # mact export and parity (src/export/: golden I/O, npz, ONNX): the CLI's, in libmact_export.a; the ONNX subset
 # schema is compiled by protoc-c (Debian's protobuf-c-compiler) into $(BUILD)/gen/ and linked with -lprotobuf-c
 # ONNX= (the default of cross builds, which have no protobuf-c for the target) leaves `mact export onnx` out.
@@ -70,7 +77,8 @@ PROTOC_C ?= protoc-c
 DEV_LIBS := $(if $(ONNX),-lprotobuf-c)
 EXPORT_DEPS := $(if $(ONNX),$(BUILD)/gen/onnx_subset.pb-c.h)
 # every archive, in link order (a program linking them statically: the CLI, the C tests)
-ALL_ARCHIVES := $(BUILD)/libmact_export.a $(BUILD)/libmact_compress.a $(BUILD)/libmact_data.a $(BUILD)/libmact.a
+ALL_ARCHIVES := $(BUILD)/libmact_synth.a $(BUILD)/libmact_export.a $(BUILD)/libmact_compress.a $(BUILD)/libmact_data.a \
+                $(BUILD)/libmact.a
 # the policy server (mact serve): its own archive, linked only into the CLI, never into libmact.so. Left out of
 # cross builds (SERVER= ): libwebsockets-dev:arm64 does not co-install with the amd64 package.
 SERVER  ?= $(if $(CROSS),,1)
@@ -153,6 +161,10 @@ $(BUILD)/libmact_compress.a: $(COMPRESS_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
+$(BUILD)/libmact_synth.a: $(SYNTH_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+
 $(BUILD)/libmact_export.a: $(EXPORT_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
@@ -172,9 +184,12 @@ $(BUILD)/libmact_data.so: $(DATA_OBJ) $(BASE_OBJ) $(BUILD)/libmact.so.$(SOVER)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact_data.so.$(SOVER) -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' \
 	    $(DATA_OBJ) $(BASE_OBJ) -L$(BUILD) -lmact $(DATA_LIBS) -lcjson -lm -pthread -o $@
 
-$(BUILD)/libmact_compress.so: $(COMPRESS_OBJ) $(BUILD)/libmact_data.a $(BUILD)/libmact.a
-	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact_compress.so.$(SOVER) -Wl,--no-undefined -Wl,--exclude-libs,ALL $^ \
-	    $(DATA_LIBS) $(RUNTIME_LIBS) -o $@
+$(BUILD)/libmact_data.so.$(SOVER): $(BUILD)/libmact_data.so
+	ln -sf libmact_data.so $@
+
+$(BUILD)/libmact_compress.so: $(COMPRESS_OBJ) $(COMPRESS_PRIVATE) $(BUILD)/libmact_data.so.$(SOVER) $(BUILD)/libmact.so.$(SOVER)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libmact_compress.so.$(SOVER) -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' \
+	    $(COMPRESS_OBJ) $(COMPRESS_PRIVATE) -L$(BUILD) -lmact_data -lmact -lcjson -lm -pthread -o $@
 
 # pkg-config file for the install paths (rebuilt when they change: the paths are in the command)
 $(BUILD)/mact.pc: mact.pc.in include/mact.h Makefile FORCE

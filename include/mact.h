@@ -209,6 +209,7 @@ typedef struct {
     mact_pack_cache_status pack_cache;
     mact_kernels kernels;                 /* resolved: never AUTO */
     unsigned int8_parts;                  /* the MACT_PART_* bits quantized (0 unless the kernels run INT8) */
+    int vit_layers;                       /* ViT blocks stored (the tower runs up to the deepest tap) */
 } mact_model_info;
 
 /* Loads model_dir (config.json, model.safetensors or shards; tokenizer.json and norm_stats.json are optional
@@ -284,6 +285,8 @@ typedef struct {
 MACT_API mact_status mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out,
                                       char *err, size_t errlen);
 MACT_API void mact_session_free(mact_session *s);
+/* The model the session was made on. */
+MACT_API const mact_model *mact_session_model(const mact_session *s);
 /* Threads this session's kernels run on (the size of its pool). */
 MACT_API int mact_session_threads(const mact_session *s);
 /* The message of the last call on this session that failed; valid until the next call on it. */

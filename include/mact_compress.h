@@ -1,8 +1,8 @@
 /* mact_compress: the compression toolkit (libmact_compress.so / libmact_compress.a; pkg-config mact_compress).
  * ViT depth pruning of a MolmoAct2 checkpoint after docs/compression.md: the per-block SNR analysis and the
  * keep-set it proposes (`mact prune-analyze`), the surgery (`mact prune`), the student-vs-teacher check of the
- * connector output (`mact distill-eval`), and random checkpoints in the real layout (`mact synth`, what
- * `mact demo`, `mact bench` and the tests run on): the toolkit that writes checkpoints.
+ * connector output (`mact distill-eval`). The analyses run the runtime's sessions (mact.h, mact_stages.h): a client of
+ * libmact.so, which it needs. (The random checkpoints of `mact synth` are src/synth/'s, the CLI's and the tests'.)
  *
  * The conventions are mact.h's (mact_status, err buffers, caller-owned buffers, zero = default, no exit); a
  * function that prints its report takes a FILE *, NULL for silence. Calibration frames come from image files
@@ -25,15 +25,14 @@ MACT_API const char *mact_compress_version(void);
 /* ---- per-block SNR and the proposed keep-set (`mact prune-analyze`) ---- */
 
 typedef struct {
-    const char *model;            /* the teacher checkpoint (required) */
+    mact_session *session;        /* a session on the teacher (required; any precision: fp32 is the exact mode) */
+    const char *model;            /* the teacher's folder (required): its config's taps, and the report's next command */
     const char *const *images;    /* calibration image files ... */
     int n_images;
     const char *dataset;          /* ... or a LeRobot dataset: n_frames frames spread evenly over its episodes and
                                      cameras (0: 64) */
     int n_frames;
     int target_depth;             /* D > 0: propose a keep-set of D blocks and its student taps */
-    int n_threads;                /* 0: the default */
-    mact_precision precision;     /* DEFAULT here means FP32, the exact mode */
 } mact_snr_options;
 
 typedef struct mact_snr_result mact_snr_result;
@@ -68,14 +67,13 @@ MACT_API mact_status mact_prune(const char *model_dir, const int *keep, int n_ke
 /* ---- student against teacher (`mact distill-eval`) ---- */
 
 typedef struct {
-    const char *teacher, *student;  /* checkpoints (required) */
+    mact_session *teacher, *student;  /* sessions on the two checkpoints (required; their precisions are the caller's) */
+    const char *teacher_name, *student_name;  /* how the report names them (NULL: "teacher", "student") */
     const char *const *images;      /* held-out image files ... */
     int n_images;
     const char *dataset;            /* ... or frames of a LeRobot dataset, as mact_snr_options */
     int n_frames;
     const char *json;               /* also the per-image and overall numbers as JSON here (NULL: no) */
-    int n_threads;
-    mact_precision precision;       /* DEFAULT here means FP32 */
 } mact_distill_options;
 
 typedef struct {
@@ -90,51 +88,6 @@ typedef struct {
  * table to report) and overall (*res, may be NULL). */
 MACT_API mact_status mact_distill_eval(const mact_distill_options *o, FILE *report, mact_distill_result *res, char *err,
                                        size_t errlen);
-
-/* ---- random checkpoints (`mact synth`) ---- */
-
-enum { MACT_SYNTH_MIXED = 0, MACT_SYNTH_F32 = 1, MACT_SYNTH_BF16 = 2 };
-
-typedef struct {
-    int dtype_mode;   /* MACT_SYNTH_*: MIXED the big VLM matrices BF16 and the rest F32 (as LeRobot saves); BF16
-                         every matrix; F32 everything */
-    int no_lm_head;   /* skip lm_head.weight (the loader treats it as optional); ln_f is kept */
-    int n_threads;    /* 0: the default */
-    int llm_layers;   /* 0: the preset's; else the LLM's (and the action expert's) layer count, 1..256 */
-    int vit_layers;   /* 0: the preset's; else the ViT's stored layers, at least the deepest tap */
-    /* Stress values (`--outliers K:S`, docs/parity.md "int8 at depth"): K outlier channels (0: none) of scale S
-     * planted in the LLM's and the ViT's residual streams, as trained models carry them: the channels' rows of
-     * every block's output projections (attn_out / ff_out, wo / w2), the channels'
-     * columns of the token embeddings, the ViT's patch embedding rows and positional columns, all times S; and
-     * a massive activation, 1e3 on the first channel of the BOS (= EOS) token's embedding row. Channels are
-     * picked from the seed. */
-    int outlier_channels;
-    float outlier_scale;
-} mact_synth_options;
-
-typedef struct {
-    int64_t n_tensors;
-    int64_t n_params;
-    int64_t weight_bytes;   /* size of model.safetensors */
-    int64_t total_bytes;    /* all four files */
-    double seconds;         /* wall time of the whole call */
-    double weight_seconds;  /* wall time spent generating + writing model.safetensors */
-} mact_synth_result;
-
-/* A random checkpoint of preset ("tiny", "wide", "libero", "so101"; mact_synth_presets) in out_dir: config.json,
- * model.safetensors, norm_stats.json, tokenizer.json in the real HF layout; values depend only on (seed, tensor
- * name). Creates out_dir (and its parents) when missing and overwrites the four files; a failed call leaves no
- * model.safetensors. Errors: MACT_ERR_INPUT (unknown preset or dtype), MACT_ERR_IO, MACT_ERR_NOMEM. */
-MACT_API mact_status mact_synth(const char *preset, const char *out_dir, uint64_t seed, int dtype_mode, char *err,
-                                size_t errlen);
-/* The same with options (NULL: defaults) and a report of what was written (res may be NULL). */
-MACT_API mact_status mact_synth_ex(const char *preset, const char *out_dir, uint64_t seed, const mact_synth_options *opt,
-                                   mact_synth_result *res, char *err, size_t errlen);
-/* "mixed" / "f32" / "bf16" -> MACT_SYNTH_*, -1 when unknown; and back ("?" when out of range). */
-MACT_API int mact_synth_dtype_from_name(const char *name);
-MACT_API const char *mact_synth_dtype_name(int dtype_mode);
-/* The preset names, comma-separated (static string). */
-MACT_API const char *mact_synth_presets(void);
 
 #ifdef __cplusplus
 }

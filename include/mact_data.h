@@ -231,31 +231,19 @@ MACT_API mact_status mact_eval_result_trajectory(const mact_eval_result *r, int 
                                                  int *frames, int *dim, int64_t *episode_index, int *replan, int *delay);
 MACT_API void mact_eval_result_free(mact_eval_result *r);
 
-/* ---- synthetic datasets (`mact synth-dataset`) ---- */
+/* ---- frames for analyses (`mact prune-analyze --dataset`, `mact distill-eval --dataset`) ---- */
 
 typedef struct {
-    int version;                  /* 21 (v2.1, the default when 0) or 30 (v3.0) */
-    int libero;                   /* LIBERO-like (10 fps, 8-D state, 7-D delta action, PNG images in the parquet) */
-    int n_episodes;               /* 0: 4 */
-    int min_len, max_len;         /* frames per episode; 0: 150..450 (SO-101), 60..160 (LIBERO) */
-    uint64_t seed;
-    const char *variant;          /* the parquet layout: NULL/"pyarrow", or one of mact_lerobot_synth_variants() */
-    int ts_f64;                   /* float64 timestamps */
-    const char *video;            /* NULL: no videos; "av1", "h264", "hevc", "mpeg4": the two cameras are mp4 video
-                                     features (frame t of episode e of camera c carries the number
-                                     c << 20 | (e & 255) << 12 | t); v2.1: one file per episode and camera; v3.0:
-                                     camera c concatenates 2 + c episodes per file */
-    int video_w, video_h;         /* frame size; 0: 64 x 64 (libsvtav1's smallest) */
-    const char *state_names;      /* NULL: the robot's; else the state's names, comma-separated, one per dim (a
-                                     dataset whose state and action name their joints differently) */
-} mact_lerobot_synth_options;
-/* A synthetic LeRobot dataset tree at dir (docs/datasets.md). */
-MACT_API mact_status mact_lerobot_synth(const char *dir, const mact_lerobot_synth_options *o, char *err, size_t errlen);
-/* The variants and video codecs it knows, for a usage line (static strings). */
-MACT_API const char *mact_lerobot_synth_variants(void);
-MACT_API const char *mact_lerobot_synth_codecs(void);
-/* The number a synthetic video frame carries (camera << 20 | episode << 12 | frame), read from its pixels. */
-MACT_API mact_status mact_lerobot_synth_frame_number(const uint8_t *rgb, int width, int height, uint32_t *number);
+    mact_image img;               /* decoded RGB (mact.h) */
+    char name[96];                /* "episode E KEY frame T" */
+} mact_dataset_sample;
+
+/* n frames spread evenly over the dataset's episodes and cameras (frame numbers i * total / n of the concatenation
+ * of every episode's cameras, each camera's frames in turn), decoded: *out (free with mact_dataset_samples_free)
+ * holds *count of them. MACT_ERR_FORMAT for a dataset without a camera. */
+MACT_API mact_status mact_dataset_sample_frames(const char *dir, int n, mact_dataset_sample **out, int *count, char *err,
+                                                size_t errlen);
+MACT_API void mact_dataset_samples_free(mact_dataset_sample *samples, int n);
 
 #ifdef __cplusplus
 }

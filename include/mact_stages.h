@@ -18,6 +18,16 @@ extern "C" {
 /* pixel_values [n_img, n_patches, patch_dim] -> image_embeds [n_img * K, d_model]. */
 MACT_API mact_status mact_vision(mact_session *s, const float *pixel_values, int n_img, float *image_embeds);
 
+/* One camera frame -> its pixel_values [n_patches, patch_dim] (cap floats at least): the model's preprocessing
+ * (docs/spec/molmoact2.md 4.1), as mact_predict applies it. */
+MACT_API mact_status mact_pixel_values(const mact_model *m, const mact_frame *frame, float *pixel_values, size_t cap,
+                                       char *err, size_t errlen);
+/* For analyses of the ViT's depth (`mact prune-analyze`): one image's pixel_values [n_patches, patch_dim] through
+ * every stored ViT block (not only up to the deepest tap); for each block j (mact_model_info.vit_layers of them)
+ * in_sq[j] += the sum over its tokens of ||x_in||^2 (the block's input stream) and delta_sq[j] += the sum of
+ * ||x_out - x_in||^2 (its update). Overwrites the session's vision buffers. */
+MACT_API mact_status mact_vit_block_energy(mact_session *s, const float *pixel_values, double *in_sq, double *delta_sq);
+
 /* Token ids [n] -> attention bias [n, n] (0 or -FLT_MAX) per docs/spec/molmoact2.md 3.6. */
 MACT_API mact_status mact_attention_bias(mact_session *s, const int64_t *ids, int n, float *bias);
 /* Token ids [n] -> the action expert's encoder mask [n] (1 = visible) per the model's encoder mask mode. */

@@ -4,9 +4,12 @@
 # The layout's contracts, checked on the built library and the sources:
 #   - no link-level cycle among the objects of libmact.a and the toolkits' archives (a.o needing a symbol of b.o while b.o, directly or around
 #     a longer loop, needs one of a.o), read from `nm`;
-#   - includes go one way: base <- io, kernels <- model <- stages <- data, server <- compress, export (and the x86
-#     kernels only from kernels/; a toolkit's public header only from its layer up), no header includes itself
+#   - includes go one way: base <- io, kernels <- model <- stages <- data, server <- compress, export <- synth (and the
+#     x86 kernels only from kernels/; a toolkit's public header only from its layer up), no header includes itself
 #     around a loop;
+#   - the toolkits (src/data, src/compress) are clients of the runtime: besides src/base/ and their own folder they
+#     include only the public headers (and compress the safetensors reader it carries for the surgery); their shared
+#     libraries need libmact.so.0 and define none of the runtime (one mact_predict in a process);
 #   - the runtime library links no toolkit library and none of the libraries only the toolkits use (readelf -d);
 #   - docs/design.md names every source folder (src/*, src/*/*, tools/*, include/);
 #   - docs/README.md names every doc (docs/*.md, docs/spec/*.md) and every suite (tests/test_*.sh, tests/c/test_*.c);
@@ -18,7 +21,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PY=${PYTHON:-/usr/bin/python3}
 # the runtime and the toolkits (their objects' names are unique across the three archives)
-LIBS="$BUILD/libmact.a $BUILD/libmact_data.a $BUILD/libmact_compress.a"
+LIBS="$BUILD/libmact.a $BUILD/libmact_data.a $BUILD/libmact_compress.a $BUILD/libmact_synth.a"
 for LIB in $LIBS; do [ -f "$LIB" ] || { echo "FAIL layout_lib: $LIB missing (run make)"; exit 1; }; done
 TMPD=${MACT_TMP:-/tmp}
 # shellcheck disable=SC2086
@@ -86,7 +89,10 @@ else:
     print("PASS layout_no_mutable_globals (writable data only in cpu.o, the CPU probe)")
 
 # include layers
-rank = {'base': 0, 'io': 1, 'kernels': 1, 'model': 2, 'stages': 3, 'data': 4, 'server': 4, 'compress': 5, 'export': 5}
+rank = {'base': 0, 'io': 1, 'kernels': 1, 'model': 2, 'stages': 3, 'data': 4, 'server': 4, 'compress': 5, 'export': 5,
+        'synth': 6}
+# what a toolkit may include besides the public headers: src/base/, its own folder, and what it carries
+toolkit_private = {'data': ('base/', 'data/'), 'compress': ('base/', 'compress/', 'io/safetensors.h')}
 public = {'mact.h': 0, 'mact_stages.h': 0, 'mact_data.h': 4, 'mact_compress.h': 5}  # the lowest layer that may include it
 bad, edges = [], collections.defaultdict(set)
 for root, _, files in os.walk('src'):
@@ -101,13 +107,15 @@ for root, _, files in os.walk('src'):
                 continue
             top = inc.split('/')[0]
             edges[path].add('src/' + inc)
+            if layer in toolkit_private and not inc.startswith(toolkit_private[layer]):
+                bad.append(f"{path} (the {layer} toolkit) includes the runtime's {inc}: a toolkit calls only its public API")
             if top not in rank:
                 bad.append(f"{path} includes {inc} (no such layer)"); continue
             if rank[top] > rank[layer] or (top in ('io', 'kernels') and layer in ('io', 'kernels') and top != layer):
                 bad.append(f"{path} ({layer}) includes {inc} ({top})")
             if '/x86/' in inc and not path.startswith('src/kernels/') and 'test' not in path:
                 bad.append(f"{path} includes the x86 kernels' {inc}")
-print("FAIL layout_include_layers: " + "; ".join(bad) if bad else "PASS layout_include_layers (base <- io, kernels <- model <- stages <- data, server <- compress, export)")
+print("FAIL layout_include_layers: " + "; ".join(bad) if bad else "PASS layout_include_layers (base <- io, kernels <- model <- stages <- data, server <- compress, export <- synth; the toolkits public headers only)")
 
 # header include cycles
 state, cyc = {}, []
@@ -159,3 +167,14 @@ if [ -f "$SO" ]; then
     elif [ -n "$extra" ]; then echo "FAIL layout_runtime_links: $SO needs $extra"
     else echo "PASS layout_runtime_links (NEEDED: $needed)"; fi
 else echo "FAIL layout_runtime_links: $SO missing (run make)"; fi
+
+# the toolkits' shared libraries: clients of libmact.so.0, with none of the runtime inside (nm sees hidden and local
+# symbols too): a process that loads the runtime and both toolkits holds one mact_predict
+for t in data compress; do
+    so="$BUILD/libmact_$t.so"
+    [ -f "$so" ] || { echo "FAIL layout_toolkit_runtime/$t: $so missing (run make)"; continue; }
+    needs=$(readelf -d "$so" 2>/dev/null | grep -c 'NEEDED.*\[libmact\.so\.0\]')
+    own=$(nm "$so" 2>/dev/null | awk '$2 ~ /^[TtDdBbRr]$/ && $3 ~ /^(mact_predict|mact_model_load|mact_session_new|mact_pipeline_run|mact_gemm_[a-z0-9_]*)$/ {print $3}' | sort -u | tr '\n' ' ')
+    if [ "$needs" = 1 ] && [ -z "$own" ]; then echo "PASS layout_toolkit_runtime/$t ($so needs libmact.so.0 and defines none of the runtime)"
+    else echo "FAIL layout_toolkit_runtime/$t: NEEDED libmact.so.0: $needs; defines: ${own:-nothing}"; fi
+done

@@ -31,7 +31,7 @@
 #include "mact.h"
 #include "mact_stages.h"
 #include "model/session.h"
-#include "compress/synth.h"
+#include "synth/synth.h"
 
 static double now_s(void)
 {
@@ -458,7 +458,7 @@ static int bench_model(const char *preset, char *dir, size_t cap)
     printf("mact bench: synthesizing the full-size %s checkpoint into %s (once; ~11 GB)\n", preset, dir);
     fflush(stdout);
     double t0 = now_s();
-    if (mact_synth(preset, dir, 1, MACT_SYNTH_MIXED, err, sizeof err)) { fprintf(stderr, "mact bench: %s\n", err); return -1; }
+    if (mact_synth(preset, dir, 1, NULL, NULL, err, sizeof err)) { fprintf(stderr, "mact bench: %s\n", err); return -1; }
     printf("mact bench: synthesized in %.1f s\n", now_s() - t0);
     return 0;
 }

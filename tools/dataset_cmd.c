@@ -6,6 +6,7 @@
 #include <string.h>
 #include <png.h>
 #include "mact_data.h"
+#include "synth/lerobot_synth.h"
 #include "commands.h"
 #include "common/cli.h"
 

@@ -16,7 +16,7 @@ static int usage_prune(void)
 {
     fprintf(stderr,
             "usage: mact prune-analyze --model DIR --image F [--image F ...] [--json F] [--png F] [--target-depth D]\n"
-            "                          [--precision fp32|bf16|int8] [--threads N]\n"
+            "                          [--precision fp32|bf16|int8] [--int8-parts P] [--threads N]\n"
             "         per ViT block: SNR = 10 log10(E||in||^2 / E||out - in||^2), E over tokens and images; D: a\n"
             "         keep-set of D blocks (the deepest tap pinned, the rest the lowest SNR) and its student taps.\n"
             "         Frames come from image files (PNG, JPEG, HxWx3 .npy) or --dataset DIR [--frames N]: N frames\n"
@@ -27,19 +27,10 @@ static int usage_prune(void)
             "         student's vit_layers (negative = from len(keep)); --out must not exist\n"
             "       mact distill-eval --teacher DIR --student DIR (--image F [--image F ...] | --dataset DIR [--frames N])\n"
             "                         [--json F]\n"
-            "                         [--precision fp32|bf16|int8] [--threads N]\n"
+            "                         [--precision fp32|bf16|int8] [--int8-parts P] [--threads N]\n"
             "         cosine and relative MSE (MSE / teacher energy) of the student's connector output\n"
             "       prune-analyze and distill-eval compute in fp32 (the exact mode) unless --precision says otherwise\n");
     return 2;
-}
-
-/* --precision: "default" is the runtime's default (BF16); the toolkit's 0 means FP32 */
-static int parse_precision(const char *s, void *dst, char *err, size_t el)
-{
-    mact_precision p;
-    if (mact_precision_parse(s, &p)) return -2;
-    *(mact_precision *)dst = p == MACT_PRECISION_DEFAULT ? MACT_PRECISION_BF16 : p;
-    return 0;
 }
 
 static int parse_depth(const char *s, void *dst, char *err, size_t el)
@@ -89,23 +80,35 @@ static int bar_chart(const char *path, const mact_snr_result *r, int has_keep, c
     return rc;
 }
 
+/* the analyses' model options: fp32 (the exact mode) unless --precision says otherwise */
+typedef struct {
+    mact_load_options lo;
+    int threads;
+} analysis_model;
+
 int cmd_prune_analyze(int argc, char **argv)
 {
     const char *images[MAX_IMAGES], *json = NULL, *png = NULL;
-    mact_snr_options o = {.images = images, .precision = MACT_PRECISION_FP32};
+    mact_snr_options o = {.images = images};
+    analysis_model am = {.lo = {.precision = MACT_PRECISION_FP32}};
     frames_arg fa = {1000000, &o.n_frames};
     const cli_opt opts[] = {
         CLI_O("--model", CLI_STR, &o.model), CLI_O("--image", CLI_LIST, images, .count = &o.n_images, .cap = MAX_IMAGES),
         CLI_O("--json", CLI_STR, &json), CLI_O("--png", CLI_STR, &png), CLI_O("--target-depth", CLI_FN, &o.target_depth, .fn = parse_depth),
-        CLI_O("--threads", CLI_ATOI, &o.n_threads), CLI_O("--precision", CLI_FN, &o.precision, .fn = parse_precision),
+        CLI_O("--threads", CLI_THREADS, &am.threads), CLI_O("--precision", CLI_FN, &am.lo.precision, .fn = cli_precision),
+        CLI_O("--int8-parts", CLI_FN, &am.lo.int8_parts, .fn = cli_int8_parts),
         CLI_O("--dataset", CLI_STR, &o.dataset), CLI_O("--frames", CLI_FN, &fa, .fn = parse_frames), {0}};
     int rc = cli_parse("mact prune-analyze", argc, argv, opts, NULL, 0, NULL, CLI_EQ, usage_prune);
     if (rc) return rc;
     if (!o.model || (!o.n_images == !o.dataset) || (o.n_frames && !o.dataset)) return usage_prune();
+    mact_model *m;
+    if (cli_open_session("mact prune-analyze", o.model, &am.lo, am.threads, 1, &m, &o.session)) return 1;
     char err[4096];
     mact_snr_result *r;
-    if (mact_snr_analyze(&o, stdout, &r, err, sizeof err)) { fprintf(stderr, "mact prune-analyze: %s\n", err); return 1; }
-    rc = 0;
+    rc = mact_snr_analyze(&o, stdout, &r, err, sizeof err);
+    mact_session_free(o.session);
+    mact_model_free(m);
+    if (rc) { fprintf(stderr, "mact prune-analyze: %s\n", err); return 1; }
     if (json && mact_snr_write_json(r, json, err, sizeof err)) { fprintf(stderr, "mact prune-analyze: %s\n", err); rc = 1; }
     if (!rc && png && bar_chart(png, r, o.target_depth > 0, err, sizeof err)) { fprintf(stderr, "mact prune-analyze: %s\n", err); rc = 1; }
     mact_snr_free(r);
@@ -141,18 +144,29 @@ int cmd_prune(int argc, char **argv)
 
 int cmd_distill_eval(int argc, char **argv)
 {
-    const char *images[MAX_IMAGES];
-    mact_distill_options o = {.images = images, .precision = MACT_PRECISION_FP32};
+    const char *images[MAX_IMAGES], *teacher = NULL, *student = NULL;
+    mact_distill_options o = {.images = images};
+    analysis_model am = {.lo = {.precision = MACT_PRECISION_FP32}};
     frames_arg fa = {MAX_IMAGES, &o.n_frames};
     const cli_opt opts[] = {
-        CLI_O("--teacher", CLI_STR, &o.teacher), CLI_O("--student", CLI_STR, &o.student), CLI_O("--json", CLI_STR, &o.json),
-        CLI_O("--threads", CLI_ATOI, &o.n_threads), CLI_O("--image", CLI_LIST, images, .count = &o.n_images, .cap = MAX_IMAGES),
-        CLI_O("--precision", CLI_FN, &o.precision, .fn = parse_precision), CLI_O("--dataset", CLI_STR, &o.dataset),
+        CLI_O("--teacher", CLI_STR, &teacher), CLI_O("--student", CLI_STR, &student), CLI_O("--json", CLI_STR, &o.json),
+        CLI_O("--threads", CLI_THREADS, &am.threads), CLI_O("--image", CLI_LIST, images, .count = &o.n_images, .cap = MAX_IMAGES),
+        CLI_O("--precision", CLI_FN, &am.lo.precision, .fn = cli_precision),
+        CLI_O("--int8-parts", CLI_FN, &am.lo.int8_parts, .fn = cli_int8_parts), CLI_O("--dataset", CLI_STR, &o.dataset),
         CLI_O("--frames", CLI_FN, &fa, .fn = parse_frames), {0}};
     int rc = cli_parse("mact distill-eval", argc, argv, opts, NULL, 0, NULL, CLI_EQ, usage_prune);
     if (rc) return rc;
-    if (!o.teacher || !o.student || (!o.n_images == !o.dataset) || (o.n_frames && !o.dataset)) return usage_prune();
+    if (!teacher || !student || (!o.n_images == !o.dataset) || (o.n_frames && !o.dataset)) return usage_prune();
+    mact_model *mt = NULL, *ms = NULL;
+    if (cli_open_session("mact distill-eval", teacher, &am.lo, am.threads, 1, &mt, &o.teacher)) return 1;
+    if (cli_open_session("mact distill-eval", student, &am.lo, am.threads, 1, &ms, &o.student)) rc = 1;
+    o.teacher_name = teacher;
+    o.student_name = student;
     char err[4096];
-    if (mact_distill_eval(&o, stdout, NULL, err, sizeof err)) { fprintf(stderr, "mact distill-eval: %s\n", err); return 1; }
-    return 0;
+    if (!rc && mact_distill_eval(&o, stdout, NULL, err, sizeof err)) { fprintf(stderr, "mact distill-eval: %s\n", err); rc = 1; }
+    mact_session_free(o.teacher);
+    mact_session_free(o.student);
+    mact_model_free(mt);
+    mact_model_free(ms);
+    return rc;
 }

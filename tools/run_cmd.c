@@ -10,7 +10,7 @@
 #include "mact.h"
 #include "io/npy.h"
 #include "export/npz_write.h"
-#include "compress/synth.h"
+#include "synth/synth.h"
 #include "base/parse.h"
 
 #define MAX_CAMS 8
@@ -296,7 +296,7 @@ static int demo_model(char *dir, size_t cap)
     for (char *p = base; *p; p++)
         if (*p == '/' && p != base) { *p = 0; mkdir(base, 0755); *p = '/'; }
     mkdir(base, 0755);
-    if (mact_synth("tiny", dir, 1234, MACT_SYNTH_MIXED, err, sizeof err)) { fprintf(stderr, "mact demo: %s\n", err); return -1; }
+    if (mact_synth("tiny", dir, 1234, NULL, NULL, err, sizeof err)) { fprintf(stderr, "mact demo: %s\n", err); return -1; }
     return 0;
 }
 

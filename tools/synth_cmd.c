@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include "base/parse.h"
 #include "common/cli.h"
-#include "compress/synth.h"
+#include "synth/synth.h"
 
 int cmd_synth(int argc, char **argv);
 
@@ -95,7 +95,7 @@ int cmd_synth(int argc, char **argv)
     if (!have_seed) seed = fresh_seed();
     char err[1024];
     mact_synth_result r;
-    if (mact_synth_ex(preset, out, seed, &o, &r, err, sizeof err)) {
+    if (mact_synth(preset, out, seed, &o, &r, err, sizeof err)) {
         fprintf(stderr, "mact %s\n", err);  /* the library's messages start with "synth: " */
         return 1;
     }

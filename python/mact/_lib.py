@@ -33,7 +33,8 @@ class ModelInfo(Structure):
     _fields_ = [(n, c_int) for n in (
         "image_height", "image_width", "patch_size", "n_patches", "patch_dim", "tokens_per_image", "d_model",
         "n_layers", "kv_dim", "ae_hidden", "max_action_dim", "max_action_horizon", "flow_steps", "vocab_total",
-        "has_sampler", "pooling_mask", "encoder_mask", "precision", "pack_cache", "kernels")] + [("int8_parts", c_uint)]
+        "has_sampler", "pooling_mask", "encoder_mask", "precision", "pack_cache", "kernels")] + [("int8_parts", c_uint),
+                                                                                                  ("vit_layers", c_int)]
 
 
 class NormTagInfo(Structure):

@@ -4,8 +4,8 @@
 string, and the C FILE * a report is printed to (an in-memory stream read back as text).
 
 The structs are laid out field for field as in the headers (tests/python/test_toolkits.py compares sizes and
-offsets against a C compiler's). Each toolkit library carries the runtime objects it calls, hidden, so it loads
-beside any libmact.so.
+offsets against a C compiler's). Each toolkit library is a client of libmact.so (it needs libmact.so.0): the runtime is
+loaded first, so a process holds one runtime, which the toolkits' calls share (a Policy's session is evaluated as is).
 """
 import ctypes
 from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p  # noqa: E501
@@ -71,10 +71,8 @@ class EvalMergeOptions(Structure):
                 ("n_first_k", c_int), ("allow_partial", c_int)]
 
 
-class LerobotSynthOptions(Structure):
-    _fields_ = [("version", c_int), ("libero", c_int), ("n_episodes", c_int), ("min_len", c_int), ("max_len", c_int),
-                ("seed", c_uint64), ("variant", c_char_p), ("ts_f64", c_int), ("video", c_char_p), ("video_w", c_int),
-                ("video_h", c_int), ("state_names", c_char_p)]
+class DatasetSample(Structure):
+    _fields_ = [("img", _lib.Image), ("name", c_char * 96)]
 
 
 EVAL_MAX_HORIZON, EVAL_MAX_CAMERAS, EVAL_MAX_FIRST_K = 256, 8, 16
@@ -109,39 +107,26 @@ DATA_PROTOTYPES = {
                                             POINTER(c_int), POINTER(c_int)]),
     "mact_eval_result_free": (None, [_P]),
     "mact_eval_session_predict": (c_int, [_P, POINTER(_lib.PredictInput), POINTER(_lib.PredictOutput), *_ERR]),
-    "mact_lerobot_synth": (c_int, [c_char_p, POINTER(LerobotSynthOptions), *_ERR]),
-    "mact_lerobot_synth_variants": (c_char_p, []),
-    "mact_lerobot_synth_codecs": (c_char_p, []),
-    "mact_lerobot_synth_frame_number": (c_int, [_P, c_int, c_int, POINTER(c_uint32)]),
+    "mact_dataset_sample_frames": (c_int, [c_char_p, c_int, POINTER(POINTER(DatasetSample)), POINTER(c_int), *_ERR]),
+    "mact_dataset_samples_free": (None, [POINTER(DatasetSample), c_int]),
 }
 
 
 # ---- include/mact_compress.h ----
 
 class SnrOptions(Structure):
-    _fields_ = [("model", c_char_p), ("images", _STRS), ("n_images", c_int), ("dataset", c_char_p),
-                ("n_frames", c_int), ("target_depth", c_int), ("n_threads", c_int), ("precision", c_int)]
+    _fields_ = [("session", c_void_p), ("model", c_char_p), ("images", _STRS), ("n_images", c_int),
+                ("dataset", c_char_p), ("n_frames", c_int), ("target_depth", c_int)]
 
 
 class DistillOptions(Structure):
-    _fields_ = [("teacher", c_char_p), ("student", c_char_p), ("images", _STRS), ("n_images", c_int),
-                ("dataset", c_char_p), ("n_frames", c_int), ("json", c_char_p), ("n_threads", c_int),
-                ("precision", c_int)]
+    _fields_ = [("teacher", c_void_p), ("student", c_void_p), ("teacher_name", c_char_p), ("student_name", c_char_p),
+                ("images", _STRS), ("n_images", c_int), ("dataset", c_char_p), ("n_frames", c_int), ("json", c_char_p)]
 
 
 class DistillResult(Structure):
     _fields_ = [("cos_token", c_double), ("cos_flat", c_double), ("rel_mse", c_double), ("max_abs", c_double),
                 ("n_images", c_int), ("identical", c_int)]
-
-
-class SynthOptions(Structure):
-    _fields_ = [("dtype_mode", c_int), ("no_lm_head", c_int), ("n_threads", c_int), ("llm_layers", c_int),
-                ("vit_layers", c_int), ("outlier_channels", c_int), ("outlier_scale", c_float)]
-
-
-class SynthResult(Structure):
-    _fields_ = [("n_tensors", c_int64), ("n_params", c_int64), ("weight_bytes", c_int64), ("total_bytes", c_int64),
-                ("seconds", c_double), ("weight_seconds", c_double)]
 
 
 PRUNE_MAX_TAPS, PRUNE_MAX_BLOCKS = 8, 4096
@@ -157,20 +142,15 @@ COMPRESS_PROTOTYPES = {
     "mact_snr_free": (None, [_P]),
     "mact_prune": (c_int, [c_char_p, _P, c_int, _P, c_int, c_char_p, _FILE, *_ERR]),
     "mact_distill_eval": (c_int, [POINTER(DistillOptions), _FILE, POINTER(DistillResult), *_ERR]),
-    "mact_synth_ex": (c_int, [c_char_p, c_char_p, c_uint64, POINTER(SynthOptions), POINTER(SynthResult), *_ERR]),
-    "mact_synth_dtype_from_name": (c_int, [c_char_p]),
-    "mact_synth_dtype_name": (c_char_p, [c_int]),
-    "mact_synth_presets": (c_char_p, []),
 }
 
 # struct name in the headers -> its mirror (the layout test)
 STRUCTS = {"mact_dataset_info": DatasetInfo, "mact_dataset_feature": DatasetFeature,
            "mact_dataset_episode": DatasetEpisode, "mact_dataset_frame_info": DatasetFrameInfo,
            "mact_stats_options": StatsOptions, "mact_eval_options": EvalOptions,
-           "mact_eval_merge_options": EvalMergeOptions, "mact_lerobot_synth_options": LerobotSynthOptions,
+           "mact_eval_merge_options": EvalMergeOptions, "mact_dataset_sample": DatasetSample,
            "mact_snr_options": SnrOptions, "mact_distill_options": DistillOptions,
-           "mact_distill_result": DistillResult, "mact_synth_options": SynthOptions,
-           "mact_synth_result": SynthResult}
+           "mact_distill_result": DistillResult}
 
 
 class DataLibrary(_lib.Library):
@@ -290,16 +270,3 @@ class Capture:
                 self.text = ctypes.string_at(self._buf.value, self._size.value).decode(errors="replace")
                 libc.free(self._buf)
         return False
-
-
-def precision(name, what="precision"):
-    """"fp32" / "bf16" / "int8" (or "default": BF16, as the CLI's --precision) -> mact_precision, by libmact's own
-    parser; the toolkits' zero would mean FP32, so DEFAULT is resolved here."""
-    from .errors import input_error
-    if not isinstance(name, str):
-        raise input_error(f"{what} {name!r}: expected \"fp32\", \"bf16\" or \"int8\"")
-    p = c_int()
-    if _lib.load_library().mact_precision_parse(name.encode(), ctypes.byref(p)):
-        raise input_error(f"{what} {name!r}: expected \"fp32\", \"bf16\" or \"int8\"")
-    return p.value if p.value else 2  # MACT_PRECISION_BF16
-

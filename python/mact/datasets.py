@@ -162,39 +162,4 @@ def dump_parquet(path, library=None):
     return json.loads(out.text)
 
 
-def synth(path, version="v2.1", robot="so101", episodes=0, length=None, seed=0, variant=None, ts_f64=False,
-          video=None, video_size=None, state_names=None, library=None):
-    """A synthetic LeRobot dataset tree at path (`mact synth-dataset`): version "v2.1" or "v3.0"; robot "so101" or
-    "libero"; episodes (0: 4); length (min, max) frames; video: a codec for mp4 camera features; video_size
-    (width, height); state_names: the state's dim names (a state unlike the action's joint space)."""
-    versions = {"v2.1": 21, "21": 21, "v3.0": 30, "30": 30}
-    if str(version) not in versions:
-        raise input_error(f"version {version!r}: expected \"v2.1\" or \"v3.0\"")
-    if robot not in ("so101", "libero"):
-        raise input_error(f"robot {robot!r}: expected \"so101\" or \"libero\"")
-    o = _t.LerobotSynthOptions(version=versions[str(version)], libero=robot == "libero", n_episodes=int(episodes),
-                               seed=int(seed), variant=_t.enc(variant), ts_f64=bool(ts_f64), video=_t.enc(video))
-    if length is not None:
-        o.min_len, o.max_len = (int(x) for x in length)
-    if video_size is not None:
-        o.video_w, o.video_h = (int(x) for x in video_size)
-    if state_names is not None:
-        o.state_names = _t.enc(state_names if isinstance(state_names, str) else ",".join(state_names))
-    lib, err = load_library(library), _t.errbuf()
-    lib.mact_data_quiet_logs()
-    _t.check(lib.mact_lerobot_synth(_t.enc(path), ctypes.byref(o), err, _t.ERRLEN), err)
-    return path
-
-
-def synth_frame_number(rgb, library=None):
-    """The number a synthetic video frame carries (camera << 20 | episode << 12 | frame), or None."""
-    a = np.ascontiguousarray(rgb, np.uint8)
-    if a.ndim != 3 or a.shape[2] != 3:
-        raise input_error(f"rgb: shape {a.shape}, expected [H, W, 3]")
-    n = ctypes.c_uint32()
-    if load_library(library).mact_lerobot_synth_frame_number(a.ctypes.data, a.shape[1], a.shape[0], ctypes.byref(n)):
-        return None
-    return n.value
-
-
-__all__ = ["Dataset", "open", "info", "report", "dump_parquet", "synth", "synth_frame_number", "load_library"]
+__all__ = ["Dataset", "open", "info", "report", "dump_parquet", "load_library"]

@@ -1,6 +1,6 @@
 """The compression toolkit from Python (include/mact_compress.h, libmact_compress.so; docs/compression.md): the
 per-block ViT SNR analysis and the keep-set it proposes (`mact prune-analyze`), the surgery (`mact prune`), the
-student-vs-teacher check of the connector output (`mact distill-eval`), and random checkpoints (`mact synth`).
+student-vs-teacher check of the connector output (`mact distill-eval`).
 
     from mact import prune
     a = prune.analyze("/models/so101", dataset="/data/so101_pick", frames=64, target_depth=16)
@@ -8,8 +8,9 @@ student-vs-teacher check of the connector output (`mact distill-eval`), and rand
     prune.prune("/models/so101", a.keep, "/models/so101_d16", taps=a.student_taps)
     prune.distill_eval("/models/so101", "/models/so101_d16", dataset="/data/so101_pick")["cos_token"]
 
-Calibration frames are image files (PNG, JPEG, HxWx3 .npy) or frames spread over a LeRobot dataset. The analysis
-and the check compute in fp32 (the exact mode) unless precision says otherwise.
+Calibration frames are image files (PNG, JPEG, HxWx3 .npy) or frames spread over a LeRobot dataset. The analyses run
+a model: a checkpoint (loaded here at ``precision``, fp32 by default: the exact mode) or a mact.Policy (at its own
+precision), on a session of their own.
 """
 import ctypes
 import json
@@ -48,20 +49,42 @@ class SnrResult:
         return f"<mact.prune.SnrResult {self.blocks} blocks, {self.images} images, keep {self.keep}>"
 
 
+class _Session:
+    """A session on model (a folder, loaded here at precision; or a mact.Policy), closed with what it opened."""
+
+    def __init__(self, model, precision, threads):
+        from .policy import Policy
+        self._policy = model if isinstance(model, Policy) else Policy.from_pretrained(
+            model, precision=precision, threads=int(threads) or None, max_images=1)
+        self._owned = self._policy is not model
+        self._session = self._policy.session(max_images=1, threads=int(threads) or None)
+        self.ptr = self._session._holder[0]
+        self.dir = self._policy.model_dir
+
+    def close(self):
+        self._session.close()
+        if self._owned:
+            self._policy.close()
+
+
 def analyze(model, images=None, *, dataset=None, frames=0, target_depth=0, threads=0, precision="fp32", json_path=None,
             library=None):
-    """Runs the teacher's ViT over the calibration frames and measures each block's SNR = 10 log10(E||in||^2 /
-    E||out - in||^2); target_depth D > 0: also the keep-set of D blocks it proposes and the student's taps.
-    json_path: also the CLI's --json file. Returns an SnrResult."""
+    """Runs the teacher's ViT (model: its folder, or a mact.Policy) over the calibration frames and measures each
+    block's SNR = 10 log10(E||in||^2 / E||out - in||^2); target_depth D > 0: also the keep-set of D blocks it proposes
+    and the student's taps. json_path: also the CLI's --json file. Returns an SnrResult."""
     lib, err = load_library(library), _t.errbuf()
     imgs, n_img, keep_imgs = _frames(images, dataset, frames)
     if target_depth and not 1 <= int(target_depth) <= _t.PRUNE_MAX_BLOCKS:
         raise input_error(f"target_depth {target_depth}: a positive integer")
-    o = _t.SnrOptions(model=_t.enc(model), images=imgs, n_images=n_img, dataset=_t.enc(dataset), n_frames=int(frames),
-                      target_depth=int(target_depth or 0), n_threads=int(threads), precision=_t.precision(precision))
-    r = ctypes.c_void_p()
-    with _t.Capture() as report:
-        st = lib.mact_snr_analyze(ctypes.byref(o), report.fp, ctypes.byref(r), err, _t.ERRLEN)
+    sess = _Session(model, precision, threads)
+    try:
+        o = _t.SnrOptions(session=sess.ptr, model=_t.enc(sess.dir), images=imgs, n_images=n_img, dataset=_t.enc(dataset),
+                          n_frames=int(frames), target_depth=int(target_depth or 0))
+        r = ctypes.c_void_p()
+        with _t.Capture() as report:
+            st = lib.mact_snr_analyze(ctypes.byref(o), report.fp, ctypes.byref(r), err, _t.ERRLEN)
+    finally:
+        sess.close()
     del keep_imgs
     _t.check(st, err)
     try:
@@ -106,49 +129,33 @@ def prune(model, keep, out, taps=None, *, library=None):
 
 def distill_eval(teacher, student, images=None, *, dataset=None, frames=0, json_path=None, threads=0,
                  precision="fp32", library=None):
-    """The cosine and relative MSE of the student's connector output against the teacher's, over the frames:
-    {"cos_token", "cos_flat", "rel_mse", "max_abs", "n_images", "identical", "report"} (report: the per-image
-    table the CLI prints). json_path: also the CLI's --json file."""
+    """The cosine and relative MSE of the student's connector output against the teacher's (each a folder or a
+    mact.Policy), over the frames: {"cos_token", "cos_flat", "rel_mse", "max_abs", "n_images", "identical", "report"}
+    (report: the per-image table the CLI prints). json_path: also the CLI's --json file."""
     lib, err = load_library(library), _t.errbuf()
     imgs, n_img, keep_imgs = _frames(images, dataset, frames)
     if frames and int(frames) > 4096:
         raise input_error(f"frames {frames}: an integer in 1..4096")
-    o = _t.DistillOptions(teacher=_t.enc(teacher), student=_t.enc(student), images=imgs, n_images=n_img,
-                          dataset=_t.enc(dataset), n_frames=int(frames), json=_t.enc(json_path), n_threads=int(threads),
-                          precision=_t.precision(precision))
-    res = _t.DistillResult()
-    with _t.Capture() as report:
-        st = lib.mact_distill_eval(ctypes.byref(o), report.fp, ctypes.byref(res), err, _t.ERRLEN)
+    st_t = _Session(teacher, precision, threads)
+    try:
+        st_s = _Session(student, precision, threads)
+    except BaseException:
+        st_t.close()
+        raise
+    try:
+        o = _t.DistillOptions(teacher=st_t.ptr, student=st_s.ptr, teacher_name=_t.enc(st_t.dir),
+                              student_name=_t.enc(st_s.dir), images=imgs, n_images=n_img, dataset=_t.enc(dataset),
+                              n_frames=int(frames), json=_t.enc(json_path))
+        res = _t.DistillResult()
+        with _t.Capture() as report:
+            st = lib.mact_distill_eval(ctypes.byref(o), report.fp, ctypes.byref(res), err, _t.ERRLEN)
+    finally:
+        st_s.close()
+        st_t.close()
     del keep_imgs
     _t.check(st, err)
     return {"cos_token": res.cos_token, "cos_flat": res.cos_flat, "rel_mse": res.rel_mse, "max_abs": res.max_abs,
             "n_images": res.n_images, "identical": bool(res.identical), "report": report.text}
 
 
-def synth(preset, out, seed=0, *, dtype="mixed", no_lm_head=False, threads=0, llm_layers=0, vit_layers=0,
-          outliers=None, library=None):
-    """A random checkpoint of ``preset`` (presets()) in ``out`` (`mact synth`): config.json, model.safetensors,
-    norm_stats.json, tokenizer.json in the real layout; values depend only on (seed, tensor name). dtype: "mixed"
-    (the big VLM matrices bf16, as LeRobot saves), "bf16" or "f32". Returns what was written (n_tensors,
-    n_params, weight_bytes, total_bytes, seconds, weight_seconds). llm_layers / vit_layers: another depth (0: the
-    preset's); outliers: (K, S) to plant K outlier channels of scale S and a massive BOS activation (`--outliers`)."""
-    lib, err = load_library(library), _t.errbuf()
-    mode = lib.mact_synth_dtype_from_name(_t.enc(dtype)) if isinstance(dtype, str) else -1
-    if mode < 0:
-        raise input_error(f"dtype {dtype!r}: expected \"mixed\", \"f32\" or \"bf16\"")
-    o = _t.SynthOptions(dtype_mode=mode, no_lm_head=bool(no_lm_head), n_threads=int(threads), llm_layers=int(llm_layers),
-                        vit_layers=int(vit_layers))
-    if outliers is not None:
-        o.outlier_channels, o.outlier_scale = int(outliers[0]), float(outliers[1])
-    res = _t.SynthResult()
-    _t.check(lib.mact_synth_ex(_t.enc(preset), _t.enc(out), int(seed), ctypes.byref(o), ctypes.byref(res), err,
-                               _t.ERRLEN), err)
-    return {f: getattr(res, f) for f, _ in _t.SynthResult._fields_}
-
-
-def presets(library=None):
-    """The checkpoint presets synth knows."""
-    return load_library(library).mact_synth_presets().decode().split(",")
-
-
-__all__ = ["analyze", "prune", "distill_eval", "synth", "presets", "SnrResult", "load_library"]
+__all__ = ["analyze", "prune", "distill_eval", "SnrResult", "load_library"]

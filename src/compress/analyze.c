@@ -1,5 +1,5 @@
-/* mact_snr_analyze (include/mact_compress.h; `mact prune-analyze`): per ViT block SNR from the ViT probe of
- * src/stages/vision.c (stages/vision_probe.h) over calibration frames, and the keep-set it proposes
+/* mact_snr_analyze (include/mact_compress.h; `mact prune-analyze`): per ViT block SNR from the runtime's block
+ * energies (mact_stages.h mact_vit_block_energy) over calibration frames, and the keep-set it proposes
  * (docs/compression.md). */
 #include <errno.h>
 #include <math.h>
@@ -8,10 +8,8 @@
 #include <string.h>
 #include "mact.h"
 #include "mact_compress.h"
+#include "mact_stages.h"
 #include "base/err.h"
-#include "model/session.h"
-#include "stages/vision_probe.h"
-#include "data/frames.h"
 #include "compress/pixels.h"
 #include "compress/prune.h"
 
@@ -33,29 +31,18 @@ void mact_snr_free(mact_snr_result *r)
     free(r);
 }
 
-/* the energies of every frame through the probe: 0, or a status with err set */
-static int probe_frames(const mact_snr_options *o, mact_session *s, const mact_model_info *mi, float *pv,
-                        const mact_vit_probe *probe, int *n_images, char *err, size_t el)
+/* the energies of every frame through the ViT: 0, or a status with err set */
+static int probe_frames(const mact_snr_options *o, const mact_model *m, float *pv, double *in_sq, double *d_sq,
+                        int *n_images, char *err, size_t el)
 {
-    char e2[2048];
-    for (int i = 0; i < o->n_images; i++) {
-        if (mact_cmp_file_pixels(o->images[i], mi, pv, e2, sizeof e2)) return mact_errf(err, el, MACT_ERR_FORMAT, "%s", e2);
-        mact_session_enter(s);
-        mact_vit_probe_run(s, pv, probe);
-    }
-    *n_images = o->n_images;
-    if (!o->dataset) return 0;
-    ds_frame *fr;
-    int n, rc = 0;
-    if (mact_ds_frames(o->dataset, o->n_frames ? o->n_frames : 64, &fr, &n, e2, sizeof e2)) return mact_errf(err, el, MACT_ERR_FORMAT, "%s", e2);
-    for (int i = 0; i < n && !rc; i++) {
-        if (mact_cmp_frame_pixels(&fr[i], mi, pv, e2, sizeof e2)) rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: %s", fr[i].name, e2);
-        else {
-            mact_session_enter(s);
-            mact_vit_probe_run(s, pv, probe);
-        }
-    }
-    mact_ds_frames_free(fr, n);
+    cmp_frames fr;
+    int rc = mact_cmp_frames_open(&fr, o->images, o->n_images, o->dataset, o->n_frames, err, el);
+    const int n = rc ? 0 : mact_cmp_frames_count(&fr);
+    for (int i = 0; i < n && !rc; i++)
+        if (!(rc = mact_cmp_frames_pixels(&fr, i, m, pv, err, el)) &&
+            (rc = mact_vit_block_energy(o->session, pv, in_sq, d_sq)))
+            mact_errf(err, el, rc, "%s", mact_session_error(o->session));
+    mact_cmp_frames_close(&fr);
     *n_images = n;
     return rc;
 }
@@ -63,38 +50,34 @@ static int probe_frames(const mact_snr_options *o, mact_session *s, const mact_m
 mact_status mact_snr_analyze(const mact_snr_options *o, FILE *rep, mact_snr_result **out, char *err, size_t el)
 {
     if (out) *out = NULL;
-    if (!o || !o->model || (!o->n_images == !o->dataset) || (o->n_images && !o->images) || o->n_images < 0)
-        return mact_errf(err, el, MACT_ERR_INPUT, "a model and calibration frames (images or a dataset) are required");
+    if (!o || !o->session || !o->model || (!o->n_images == !o->dataset) || (o->n_images && !o->images) || o->n_images < 0)
+        return mact_errf(err, el, MACT_ERR_INPUT, "a teacher session, its folder and calibration frames (images or a "
+                         "dataset) are required");
     if (o->target_depth < 0 || o->target_depth > MACT_PRUNE_MAX_BLOCKS || o->n_frames < 0)
         return mact_errf(err, el, MACT_ERR_INPUT, "target depth or frame count out of range");
     mact_vit_geometry g;
     int rc = mact_prune_geometry(o->model, &g, err, el);
     if (rc) return (mact_status)rc;
-    mact_model *m;
-    mact_session *s;
-    if ((rc = mact_cmp_load_model(o->model, o->precision, o->n_threads, &m, &s, err, el))) return (mact_status)rc;
+    const mact_model *m = mact_session_model(o->session);
     mact_model_info mi;
     mact_model_get_info(m, &mi);
-    const mact_config *c = &m->cfg;
-    const int nb = c->vit_layers;
+    const int nb = mi.vit_layers;
     const int64_t P = mi.n_patches;
     float *pv = malloc((size_t)P * mi.patch_dim * sizeof(float));
-    float *xin = malloc((size_t)P * c->vit_hidden * sizeof(float));
     double *in_sq = calloc((size_t)nb, sizeof(double)), *d_sq = calloc((size_t)nb, sizeof(double));
     mact_snr_result *r = calloc(1, sizeof *r);
     if (r) {
         r->snr = calloc((size_t)nb, sizeof(double)); r->in_e = calloc((size_t)nb, sizeof(double)); r->d_e = calloc((size_t)nb, sizeof(double));
         r->tapped = calloc((size_t)nb, sizeof(int)); r->kept = calloc((size_t)nb, sizeof(int));
     }
-    if (!pv || !xin || !in_sq || !d_sq || !r || !r->snr || !r->in_e || !r->d_e || !r->tapped || !r->kept) {
+    if (!pv || !in_sq || !d_sq || !r || !r->snr || !r->in_e || !r->d_e || !r->tapped || !r->kept) {
         rc = mact_errf(err, el, MACT_ERR_NOMEM, "out of memory");
         goto done;
     }
     double *snr = r->snr;
     int *tapped = r->tapped, *kept = r->kept;
-    mact_vit_probe probe = {in_sq, d_sq, xin};
     int n_images = 0;
-    if ((rc = probe_frames(o, s, &mi, pv, &probe, &n_images, err, el))) goto done;
+    if ((rc = probe_frames(o, m, pv, in_sq, d_sq, &n_images, err, el))) goto done;
     int deepest = 0;
     for (int t = 0; t < g.n_taps; t++) {
         tapped[g.taps_abs[t]] = 1;
@@ -159,11 +142,8 @@ mact_status mact_snr_analyze(const mact_snr_options *o, FILE *rep, mact_snr_resu
     r->nk = nk;
 done:
     free(pv);
-    free(xin);
     free(in_sq);
     free(d_sq);
-    mact_session_free(s);
-    mact_model_free(m);
     if (rc || !out) mact_snr_free(r);
     else *out = r;
     return (mact_status)rc;

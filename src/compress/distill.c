@@ -9,45 +9,41 @@
 #include "mact_compress.h"
 #include "mact_stages.h"
 #include "base/err.h"
-#include "data/frames.h"
 #include "compress/pixels.h"
 
 #define SAY(...) do { if (rep) fprintf(rep, __VA_ARGS__); } while (0)
+
+/* the two connector outputs' shapes must agree */
+static int same_shape(const mact_model_info *it, const mact_model_info *is, char *err, size_t el)
+{
+    if (it->tokens_per_image == is->tokens_per_image && it->d_model == is->d_model && it->image_height == is->image_height &&
+        it->image_width == is->image_width && it->patch_size == is->patch_size)
+        return 0;
+    return mact_errf(err, el, MACT_ERR_MODEL, "the teacher's connector output (%d x %d, %dx%d images) and the student's "
+                     "(%d x %d, %dx%d) differ in shape", it->tokens_per_image, it->d_model, it->image_height,
+                     it->image_width, is->tokens_per_image, is->d_model, is->image_height, is->image_width);
+}
 
 mact_status mact_distill_eval(const mact_distill_options *o, FILE *rep, mact_distill_result *res, char *err, size_t el)
 {
     if (!o || !o->teacher || !o->student || (!o->n_images == !o->dataset) || (o->n_images && !o->images) || o->n_images < 0 ||
         o->n_frames < 0)
-        return mact_errf(err, el, MACT_ERR_INPUT, "a teacher, a student and held-out frames (images or a dataset) are required");
-    const char *teacher = o->teacher, *student = o->student, *json = o->json;
-    const char *const *images = o->images;
-    const int threads = o->n_threads;
-    const mact_precision prec = o->precision;
-    int n_img = o->n_images, rc = 0;
-    ds_frame *fr = NULL;
-    if (o->dataset) {
-        char e2[1024];
-        if (mact_ds_frames(o->dataset, o->n_frames ? o->n_frames : 64, &fr, &n_img, e2, sizeof e2))
-            return mact_errf(err, el, MACT_ERR_FORMAT, "%s", e2);
-    }
-    mact_model *mt = NULL, *ms = NULL;
-    mact_session *st = NULL, *ss = NULL;
+        return mact_errf(err, el, MACT_ERR_INPUT, "a teacher and a student session and held-out frames (images or a dataset) "
+                         "are required");
+    const char *teacher = o->teacher_name ? o->teacher_name : "teacher", *student = o->student_name ? o->student_name : "student";
+    const char *json = o->json;
+    mact_session *st = o->teacher, *ss = o->student;
+    const mact_model *mt = mact_session_model(st);
+    cmp_frames fr;
+    int rc = mact_cmp_frames_open(&fr, o->images, o->n_images, o->dataset, o->n_frames, err, el);
+    if (rc) return (mact_status)rc;
+    const int n_img = mact_cmp_frames_count(&fr);
     float *pv = NULL, *et = NULL, *es = NULL;
     FILE *jf = NULL;
-    if ((rc = mact_cmp_load_model(teacher, prec, threads, &mt, &st, err, el)) ||
-        (rc = mact_cmp_load_model(student, prec, threads, &ms, &ss, err, el)))
-        goto out;
-    rc = MACT_ERR_FORMAT;
     mact_model_info it, is;
     mact_model_get_info(mt, &it);
-    mact_model_get_info(ms, &is);
-    if (it.tokens_per_image != is.tokens_per_image || it.d_model != is.d_model || it.image_height != is.image_height ||
-        it.image_width != is.image_width || it.patch_size != is.patch_size) {
-        mact_errf(err, el, MACT_ERR_MODEL, "the teacher's connector output (%d x %d, %dx%d images) and the student's "
-                  "(%d x %d, %dx%d) differ in shape", it.tokens_per_image, it.d_model, it.image_height, it.image_width,
-                is.tokens_per_image, is.d_model, is.image_height, is.image_width);
-        goto out;
-    }
+    mact_model_get_info(mact_session_model(ss), &is);
+    if ((rc = same_shape(&it, &is, err, el))) goto out;
     const int64_t K = it.tokens_per_image, D = it.d_model, N = K * D;
     pv = malloc((size_t)it.n_patches * it.patch_dim * sizeof(float));
     et = malloc((size_t)N * sizeof(float));
@@ -64,11 +60,8 @@ mact_status mact_distill_eval(const mact_distill_options *o, FILE *rep, mact_dis
     int64_t n_tok = 0, n_ident = 0;
     double worst_abs = 0;
     for (int i = 0; i < n_img; i++) {
-        char e2[2048];
-        if (fr ? mact_cmp_frame_pixels(&fr[i], &it, pv, e2, sizeof e2) : mact_cmp_file_pixels(images[i], &it, pv, e2, sizeof e2)) {
-            rc = mact_errf(err, el, MACT_ERR_FORMAT, "%s: %s", fr ? fr[i].name : images[i], e2);
-            goto out;
-        }
+        const char *name = mact_cmp_frames_name(&fr, i);
+        if ((rc = mact_cmp_frames_pixels(&fr, i, mt, pv, err, el))) goto out;
         if (mact_vision(st, pv, 1, et) || mact_vision(ss, pv, 1, es)) {
             rc = mact_errf(err, el, MACT_ERR_MODEL, "%s%s", mact_session_error(st), mact_session_error(ss));
             goto out;
@@ -92,10 +85,10 @@ mact_status mact_distill_eval(const mact_distill_options *o, FILE *rep, mact_dis
         int ident = !memcmp(et, es, (size_t)N * sizeof(float));
         double cos_flat = (tt > 0 && sq > 0) ? dot / sqrt(tt * sq) : (tt == sq ? 1.0 : 0.0);
         double rel = tt > 0 ? se / tt : (se > 0 ? INFINITY : 0.0);
-        SAY("%-40s %12.8f %12.8f %12.6g %12.6g %s\n", fr ? fr[i].name : images[i], tc / K, cos_flat, rel, mx, ident ? "yes" : "no");
+        SAY("%-40s %12.8f %12.8f %12.6g %12.6g %s\n", name, tc / K, cos_flat, rel, mx, ident ? "yes" : "no");
         if (jf)
             fprintf(jf, "    {\"image\": \"%s\", \"cos_token\": %.17g, \"cos_flat\": %.17g, \"rel_mse\": %.17g, \"max_abs\": "
-                    "%.17g, \"identical\": %s}%s\n", fr ? fr[i].name : images[i], tc / K, cos_flat, rel, mx, ident ? "true" : "false",
+                    "%.17g, \"identical\": %s}%s\n", name, tc / K, cos_flat, rel, mx, ident ? "true" : "false",
                     i + 1 < n_img ? "," : "");
         sum_tok_cos += tc;
         n_tok += K;
@@ -122,15 +115,11 @@ mact_status mact_distill_eval(const mact_distill_options *o, FILE *rep, mact_dis
                                           .n_images = n_img, .identical = n_ident == n_img};
     rc = 0;
 out:
-    mact_ds_frames_free(fr, fr ? n_img : 0);
+    mact_cmp_frames_close(&fr);
     if (jf) fclose(jf);
     free(pv);
     free(et);
     free(es);
-    mact_session_free(st);
-    mact_session_free(ss);
-    mact_model_free(mt);
-    mact_model_free(ms);
     return (mact_status)rc;
 }
 

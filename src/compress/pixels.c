@@ -3,42 +3,42 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mact.h"
+#include "mact_stages.h"
+#include "base/err.h"
 #include "compress/pixels.h"
-#include "io/image.h"
 
-/* an image file (io/image.h: PNG / JPEG / .npy) resized and patchified by the model's preprocessing into pv
- * [n_patches * patch_dim] */
-int mact_cmp_file_pixels(const char *path, const mact_model_info *mi, float *pv, char *err, size_t el)
+int mact_cmp_frames_open(cmp_frames *f, const char *const *images, int n_images, const char *dataset, int n_frames,
+                         char *err, size_t el)
 {
-    mact_image img = {0};
-    if (mact_image_load_path(path, &img, err, el)) return -1;
-    int rc = mact_image_preprocess(img.data, img.height, img.width, mi->image_height, mi->image_width, mi->patch_size, pv,
-                                   (size_t)mi->n_patches * mi->patch_dim, err, el);
-    mact_image_free(&img);
-    return rc ? -1 : 0;
+    memset(f, 0, sizeof *f);
+    f->images = images;
+    f->n_images = n_images;
+    if (!dataset) return 0;
+    return mact_dataset_sample_frames(dataset, n_frames ? n_frames : 64, &f->samples, &f->n_samples, err, el);
 }
 
-/* an encoded frame -> the model's pixel values */
-int mact_cmp_frame_pixels(const ds_frame *f, const mact_model_info *mi, float *pv, char *err, size_t el)
+int mact_cmp_frames_count(const cmp_frames *f) { return f->samples ? f->n_samples : f->n_images; }
+
+const char *mact_cmp_frames_name(const cmp_frames *f, int i) { return f->samples ? f->samples[i].name : f->images[i]; }
+
+int mact_cmp_frames_pixels(const cmp_frames *f, int i, const mact_model *m, float *pv, char *err, size_t el)
 {
-    mact_image img = {0};
-    const mact_image *im = f->img.data ? &f->img : &img;
-    int rc = (!f->img.data && mact_image_load_memory(f->bytes, f->len, &img, err, el)) ||
-             mact_image_preprocess(im->data, im->height, im->width, mi->image_height, mi->image_width, mi->patch_size,
-                                   pv, (size_t)mi->n_patches * mi->patch_dim, err, el);
-    mact_image_free(&img);
-    return rc ? -1 : 0;
+    mact_model_info mi;
+    mact_model_get_info(m, &mi);
+    mact_image file = {0};
+    char e2[2048];
+    const mact_image *im = f->samples ? &f->samples[i].img : &file;
+    int rc = f->samples ? 0 : mact_image_load_path(f->images[i], &file, e2, sizeof e2);
+    if (!rc) {
+        const mact_frame fr = {im->data, (int)im->height, (int)im->width};
+        rc = mact_pixel_values(m, &fr, pv, (size_t)mi.n_patches * mi.patch_dim, e2, sizeof e2);
+    }
+    mact_image_free(&file);
+    return rc ? mact_errf(err, el, MACT_ERR_FORMAT, "%s: %s", mact_cmp_frames_name(f, i), e2) : 0;
 }
 
-int mact_cmp_load_model(const char *dir, mact_precision prec, int threads, mact_model **m, mact_session **s, char *err,
-                      size_t el)
+void mact_cmp_frames_close(cmp_frames *f)
 {
-    mact_load_options lo = {.precision = prec ? prec : MACT_PRECISION_FP32};
-    mact_session_options so = {.max_images = 1, .max_tokens = 64, .n_threads = threads};
-    *m = NULL;
-    *s = NULL;
-    if (mact_model_load(dir, &lo, m, err, el)) return -1;
-    if (mact_session_new(*m, &so, s, err, el)) { mact_model_free(*m); *m = NULL; return -1; }
-    return 0;
+    mact_dataset_samples_free(f->samples, f->n_samples);
+    memset(f, 0, sizeof *f);
 }
-

@@ -7,10 +7,8 @@
 #include "base/err.h"
 #include "data/ds_video.h"
 #include "data/lerobot.h"
-#include "data/lerobot_synth.h"
 #include "data/parquet.h"
 #include "data/video.h"
-#include "data/video_write.h"
 #include "mact.h"
 
 struct mact_dataset {
@@ -172,13 +170,6 @@ int mact_dataset_check(mact_dataset *d, char *buf, size_t cap)
 }
 
 void mact_data_quiet_logs(void) { mact_video_quiet_logs(); }
-
-mact_status mact_lerobot_synth_frame_number(const uint8_t *rgb, int w, int h, uint32_t *number)
-{
-    return rgb && number && !mact_vw_read_number(rgb, w, h, number) ? MACT_OK : MACT_ERR_INPUT;
-}
-
-const char *mact_lerobot_synth_codecs(void) { return mact_vw_codecs(); }
 
 /* ---- mact dataset info ---- */
 

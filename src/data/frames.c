@@ -1,24 +1,27 @@
-/* data/frames.h: frames of a LeRobot dataset for the compression toolkit's calibration and checks. */
+/* mact_dataset_sample_frames (include/mact_data.h): frames of a LeRobot dataset for the compression toolkit's
+ * calibration and checks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "mact.h"
+#include "mact_data.h"
+#include "base/err.h"
 #include "data/ds_video.h"
-#include "data/frames.h"
 #include "data/lerobot.h"
 
-void mact_ds_frames_free(ds_frame *f, int n)
+void mact_dataset_samples_free(mact_dataset_sample *f, int n)
 {
-    for (int i = 0; f && i < n; i++) { free(f[i].bytes); mact_image_free(&f[i].img); }
+    for (int i = 0; f && i < n; i++) mact_image_free(&f[i].img);
     free(f);
 }
 
-int mact_ds_frames(const char *dir, long n, ds_frame **out, int *count, char *err, size_t el)
+mact_status mact_dataset_sample_frames(const char *dir, int n, mact_dataset_sample **out, int *count, char *err, size_t el)
 {
+    if (!dir || !out || !count || n < 1) return mact_errf(err, el, MACT_ERR_INPUT, "mact_dataset_sample_frames: a dataset, n >= 1 and outputs");
     *out = NULL;
     *count = 0;
     mact_ld *d;
-    if (mact_ld_open(dir, &d, err, el)) return -1;
+    int lrc = mact_ld_open(dir, &d, err, el);
+    if (lrc) return lrc < 0 ? (mact_status)lrc : MACT_ERR_FORMAT;
     const char *keys[64];
     int nk = 0, rc = 0;
     for (int f = 0; f < mact_ld_num_features(d) && nk < 64; f++) {
@@ -29,16 +32,14 @@ int mact_ds_frames(const char *dir, long n, ds_frame **out, int *count, char *er
     int64_t total = 0;
     for (int e = 0; e < mact_ld_num_episodes(d); e++) total += mact_ld_episode_at(d, e)->length * nk;
     if (!nk || total < 1) {
-        snprintf(err, el, "%s: no image feature to calibrate on", dir);
         mact_ld_close(d);
-        return -1;
+        return mact_errf(err, el, MACT_ERR_FORMAT, "%s: no image feature to calibrate on", dir);
     }
-    if (n > total) n = (long)total;
-    ds_frame *fr = calloc((size_t)n, sizeof *fr);
+    if (n > total) n = (int)total;
+    mact_dataset_sample *fr = calloc((size_t)n, sizeof *fr);
     if (!fr) {
-        snprintf(err, el, "out of memory");
         mact_ld_close(d);
-        return -1;
+        return mact_errf(err, el, MACT_ERR_NOMEM, "out of memory");
     }
     int used = 0;
     int64_t base = 0, next = 0;  /* the concatenation index of the next frame to take: used * total / n */
@@ -55,17 +56,15 @@ int mact_ds_frames(const char *dir, long n, ds_frame **out, int *count, char *er
                 rc = -1;
             while (!rc && used < n && next < base + rows) {
                 const int64_t t = next - base;
-                ds_frame *f = &fr[used];
-                if (video) {
-                    if (mact_video_frame_at(v.v, ds_query_time(d, from, ts, t), 1e-4, &f->img, err, el)) { rc = -1; break; }
-                } else {
-                    const int64_t sz = off[t + 1] - off[t];
-                    f->bytes = malloc((size_t)sz + 1);
-                    if (!f->bytes) { snprintf(err, el, "out of memory"); rc = -1; break; }
-                    memcpy(f->bytes, bytes + off[t], (size_t)sz);
-                    f->len = (size_t)sz;
-                }
+                mact_dataset_sample *f = &fr[used];
                 snprintf(f->name, sizeof f->name, "episode %d %s frame %lld", e, keys[k], (long long)t);
+                char e2[1024];
+                if (video ? mact_video_frame_at(v.v, ds_query_time(d, from, ts, t), 1e-4, &f->img, err, el)
+                          : mact_image_load_memory(bytes + off[t], (size_t)(off[t + 1] - off[t]), &f->img, e2, sizeof e2)) {
+                    if (!video) mact_errf(err, el, MACT_ERR_FORMAT, "%s: %s", f->name, e2);
+                    rc = -1;
+                    break;
+                }
                 used++;
                 next = (int64_t)((double)used * (double)total / (double)n);
             }
@@ -77,11 +76,11 @@ int mact_ds_frames(const char *dir, long n, ds_frame **out, int *count, char *er
     ds_video_close(&v);
     mact_ld_close(d);
     if (rc) {
-        mact_ds_frames_free(fr, used);
-        return -1;
+        mact_dataset_samples_free(fr, used + 1);
+        return MACT_ERR_FORMAT;
     }
     *out = fr;
     *count = used;
-    return 0;
+    return MACT_OK;
 }
 

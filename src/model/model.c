@@ -662,6 +662,7 @@ void mact_model_get_info(const mact_model *m, mact_model_info *i)
     i->pack_cache = (mact_pack_cache_status)m->pack_cache;
     i->kernels = m->ops ? mact_ops_kernels(m->ops) : MACT_KERNELS_REF;
     i->int8_parts = m->int8_parts;
+    i->vit_layers = c->vit_layers;
 }
 
 /* ---- describe (mact inspect) ---- */

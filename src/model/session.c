@@ -237,3 +237,5 @@ int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const c
     }
     return 0;
 }
+
+const mact_model *mact_session_model(const mact_session *s) { return s ? s->m : NULL; }

@@ -2,10 +2,18 @@
  * SwiGLU projector, with the grid token sampler before or after the projector when present.
  * Each image runs alone through the session's single-image buffers. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include "mact_stages.h"
+#include "io/image.h"
 #include "kernels/kernels.h"
 #include "model/session.h"
-#include "stages/vision_probe.h"
+
+/* the per-block probe of mact_vit_block_energy: energies summed in, the block's input kept in x_in */
+typedef struct {
+    double *in_sq, *delta_sq;
+    float *x_in;
+} mact_vit_probe;
 
 static void add_inplace(float *y, const float *x, int64_t n)
 {
@@ -195,7 +203,29 @@ void mact_vision_run(struct mact_session *s, const float *pixel_values, int n_im
     }
 }
 
-void mact_vit_probe_run(struct mact_session *s, const float *pixel_values, const mact_vit_probe *probe)
+mact_status mact_vit_block_energy(mact_session *s, const float *pixel_values, double *in_sq, double *delta_sq)
 {
-    vit_forward(s, pixel_values, probe);
+    if (!s) return MACT_ERR_INPUT;
+    mact_session_enter(s);
+    const mact_config *c = &s->m->cfg;
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3;
+    if (!pixel_values || !in_sq || !delta_sq) return mact_session_fail(s, MACT_ERR_INPUT, "vit_block_energy: NULL buffer");
+    int rc = mact_check_finite(s, pixel_values, P * PD, "vit_block_energy: pixel_values");
+    if (rc) return rc;
+    /* the block's input, kept while it runs: an analysis's scratch, not the inference path's */
+    float *x_in = malloc((size_t)(P * c->vit_hidden) * sizeof(float));
+    if (!x_in) return mact_session_fail(s, MACT_ERR_NOMEM, "vit_block_energy: out of memory");
+    const mact_vit_probe probe = {in_sq, delta_sq, x_in};
+    vit_forward(s, pixel_values, &probe);
+    free(x_in);
+    return MACT_OK;
+}
+
+mact_status mact_pixel_values(const mact_model *m, const mact_frame *f, float *pv, size_t cap, char *err, size_t el)
+{
+    if (!m || !f || !pv) return mact_errf(err, el, MACT_ERR_INPUT, "mact_pixel_values: a NULL argument");
+    const mact_config *c = &m->cfg;
+    if (!f->rgb || f->height < 1 || f->width < 1) return mact_errf(err, el, MACT_ERR_INPUT, "the frame is empty");
+    return (mact_status)mact_image_preprocess(f->rgb, f->height, f->width, c->image_h, c->image_w, c->patch, pv, cap,
+                                              err, el);
 }

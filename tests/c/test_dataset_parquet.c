@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include "th.h"
 #include "data/parquet.h"
-#include "data/pq_write.h"
+#include "synth/pq_write.h"
 
 #define N 203
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include "data/lerobot.h"
 #include "data/video.h"
-#include "data/video_write.h"
+#include "synth/video_write.h"
 
 static int die(const char *m) { fprintf(stderr, "video_tool: %s\n", m); return 1; }
 

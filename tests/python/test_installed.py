@@ -35,7 +35,6 @@ class Installed(unittest.TestCase):
         for lib in (datasets.load_library(), prune.load_library()):
             self.assertFalse(os.path.isabs(lib.path), lib.path)
             self.assertEqual(lib.version, mact.__version__)
-        self.assertIn("tiny", prune.presets())
         with self.assertRaises(mact.Error):
             datasets.open(os.path.join(DIR, "no_dataset"))
 

@@ -112,7 +112,7 @@ class Toolkits(unittest.TestCase):
                             self.assertTrue(np.array_equal(got, want), f"{ds} episode {ep['index']} {cam} frame {t}")
                             self.assertEqual(fi["from_video"], ds == self.vid)
                             if fi["from_video"]:  # the number the synthesizer drew into it
-                                num = datasets.synth_frame_number(got)
+                                num = synth_frame_number(got)
                                 self.assertEqual(num & 4095, t)
                                 self.assertEqual((num >> 12) & 255, ep["index"] & 255)
                             n += 1
@@ -294,16 +294,15 @@ class Toolkits(unittest.TestCase):
         self.assertTrue(same["identical"])
         self.assertEqual(same["cos_token"], 1.0)
 
-    def test_synth_byte_identical(self):
-        c, p = os.path.join(T, "syn_cli"), os.path.join(T, "syn_py")
-        cli("synth", "tiny", c, "--seed", 9)
-        res = prune.synth("tiny", p, seed=9)
-        fa, fb, diff = same_tree(c, p)
-        self.assertEqual((fa, diff), (fb, []))
-        self.assertEqual(res["weight_bytes"], os.path.getsize(os.path.join(p, "model.safetensors")))
-        self.assertIn("tiny", prune.presets())
-        with self.assertRaises(mact.InputError):
-            prune.synth("huge", p)
+    def test_analyses_take_a_policy(self):
+        # the analyses run the Policy given, at its precision: fp32's numbers as the CLI's default fp32 run
+        jc = os.path.join(T, "snr_cli2.json")
+        cli("prune-analyze", "--model", self.ck, "--dataset", self.lib, "--frames", 2, "--json", jc)
+        with mact.Policy.from_pretrained(self.ck, precision="fp32") as p:
+            a = prune.analyze(p, dataset=self.lib, frames=2)
+            self.assertEqual(a.result, json.load(open(jc)))
+            same = prune.distill_eval(p, p, dataset=self.lib, frames=2)
+        self.assertTrue(same["identical"])
 
     def test_dataset_errors(self):
         with self.assertRaises(mact.Error) as cm:
@@ -311,6 +310,25 @@ class Toolkits(unittest.TestCase):
         self.assertIn("no_such_dataset", str(cm.exception))
         r = cli("dataset", "info", os.path.join(T, "no_such_dataset"), ok=False)
         self.assertIn(str(cm.exception), r.stderr)
+
+
+def synth_frame_number(rgb):
+    """The number `mact synth-dataset --video` draws into a frame (camera << 20 | episode << 12 | frame), read back
+    from the frame as the synthesizer lays it out: 32 cells (8 columns of w/8, 4 rows of (h/6) & ~1), each bright or
+    dark over its inner half; 24 bits of number and a CRC-8 (poly 0x07, the number's 3 bytes high first)."""
+    h, w, _ = rgb.shape
+    cw, ch = w // 8, (h // 6) & ~1
+    bits = 0
+    for i in range(32):
+        x0, y0 = (i % 8) * cw + cw // 4, (i // 8) * ch + ch // 4
+        cell = rgb[y0:y0 + ch // 2, x0:x0 + cw // 2].astype(np.int64)
+        bits = bits << 1 | int(cell.sum() > cell.size * 128)
+    v, crc = bits >> 8, 0
+    for i in (2, 1, 0):
+        crc ^= (v >> (8 * i)) & 0xFF
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x07) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+    return v if crc == bits & 0xFF else None
 
 
 if __name__ == "__main__":

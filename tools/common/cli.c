@@ -190,3 +190,19 @@ void cli_cache_dir(char *out, size_t cap, const char *name)
     else snprintf(base, sizeof base, "%s/.cache/mact", home ? home : ".");
     snprintf(out, cap, "%s/%s", base, name);
 }
+
+int cli_open_session(const char *prog, const char *model, const mact_load_options *lo, int threads, int max_images,
+                     mact_model **m, mact_session **s)
+{
+    char err[4096];
+    mact_session_options so = {.n_threads = threads, .max_images = (size_t)max_images};
+    *m = NULL;
+    *s = NULL;
+    if (mact_model_load(model, lo, m, err, sizeof err) || mact_session_new(*m, &so, s, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        mact_model_free(*m);
+        *m = NULL;
+        return 1;
+    }
+    return 0;
+}

@@ -68,6 +68,11 @@ int cli_precision(const char *s, void *dst, char *err, size_t errlen);
 /* --int8-parts: "llm,vision,expert" (any subset) or "all" -> unsigned MACT_PART_* bits */
 int cli_int8_parts(const char *s, void *dst, char *err, size_t errlen);
 
+/* A model (lo: its load options, NULL: the defaults) and a session on it (threads, max_images: 0 for the defaults). 0,
+ * or 1 after printing "prog: why" (nothing left open). */
+int cli_open_session(const char *prog, const char *model, const mact_load_options *lo, int threads, int max_images,
+                     mact_model **m, mact_session **s);
+
 /* The n image files (PNG, JPEG, HxWx3 .npy) as frames: imgs[n] own the pixels (cli_frames_free, also after a
  * failure), fr[n] point into them. 0, or -1 after printing "prog: --image PATH: why". */
 int cli_frames_load(const char *prog, const char *const *paths, int n, mact_image *imgs, mact_frame *fr);

@@ -7,7 +7,7 @@
 #include "mact.h"
 #include "base/err.h"
 #include "base/rng.h"
-#include "compress/synth_internal.h"
+#include "synth/synth_internal.h"
 
 const char *const MACT_SYNTH_ROBOT_TOKENS[9] = {"<setup_start>", "<setup_end>", "<control_start>", "<control_end>",
                                       "<state_start>", "<state_end>", "<action_start>", "<action_end>",

@@ -11,9 +11,9 @@
 #include "base/file.h"
 #include "base/rng.h"
 #include "io/so101.h"
-#include "data/lerobot_synth.h"
-#include "data/pq_write.h"
-#include "data/video_write.h"
+#include "synth/lerobot_synth.h"
+#include "synth/pq_write.h"
+#include "synth/video_write.h"
 
 const char *mact_lerobot_synth_variants(void) { return "pyarrow plain fallback multipage rowgroups v2pages zstd gzip uncompressed"; }
 
@@ -443,3 +443,10 @@ out:
     free(len); free(task);
     return rc;
 }
+
+mact_status mact_lerobot_synth_frame_number(const uint8_t *rgb, int w, int h, uint32_t *number)
+{
+    return rgb && number && !mact_vw_read_number(rgb, w, h, number) ? MACT_OK : MACT_ERR_INPUT;
+}
+
+const char *mact_lerobot_synth_codecs(void) { return mact_vw_codecs(); }

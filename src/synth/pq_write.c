@@ -7,7 +7,7 @@
 #include <zstd.h>
 #include "mact.h"
 #include "base/err.h"
-#include "data/pq_write.h"
+#include "synth/pq_write.h"
 
 typedef struct { uint8_t *p; size_t n, cap; int oom; } wbuf;
 

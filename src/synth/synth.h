@@ -1,5 +1,5 @@
 /* Random MolmoAct2 checkpoints written from C (no Python): `mact synth`, `mact demo`, `mact bench` (the public
- * functions are in include/mact_compress.h).
+ * room of synthetic writers: the demo, the tests and the benchmarks use it; nothing the libraries ship depends on it).
  *
  * mact_synth writes OUT_DIR/{config.json, model.safetensors, norm_stats.json, tokenizer.json} in the
  * real HF layout of docs/design.md, which mact_model_load (and tests/reference/molmoact2_ref.py)
@@ -43,8 +43,50 @@
 #define MACT_SYNTH_H
 #include <stddef.h>
 #include <stdint.h>
-#include "mact_compress.h"
+#include "mact.h"
 
-/* mact_synth, mact_synth_ex, the options and the dtype / preset names: include/mact_compress.h */
+/* ---- random checkpoints (`mact synth`) ---- */
+
+enum { MACT_SYNTH_MIXED = 0, MACT_SYNTH_F32 = 1, MACT_SYNTH_BF16 = 2 };
+
+typedef struct {
+    int dtype_mode;   /* MACT_SYNTH_*: MIXED the big VLM matrices BF16 and the rest F32 (as LeRobot saves); BF16
+                         every matrix; F32 everything */
+    int no_lm_head;   /* skip lm_head.weight (the loader treats it as optional); ln_f is kept */
+    int n_threads;    /* 0: the default */
+    int llm_layers;   /* 0: the preset's; else the LLM's (and the action expert's) layer count, 1..256 */
+    int vit_layers;   /* 0: the preset's; else the ViT's stored layers, at least the deepest tap */
+    /* Stress values (`--outliers K:S`, docs/parity.md "int8 at depth"): K outlier channels (0: none) of scale S
+     * planted in the LLM's and the ViT's residual streams, as trained models carry them: the channels' rows of
+     * every block's output projections (attn_out / ff_out, wo / w2), the channels'
+     * columns of the token embeddings, the ViT's patch embedding rows and positional columns, all times S; and
+     * a massive activation, 1e3 on the first channel of the BOS (= EOS) token's embedding row. Channels are
+     * picked from the seed. */
+    int outlier_channels;
+    float outlier_scale;
+} mact_synth_options;
+
+typedef struct {
+    int64_t n_tensors;
+    int64_t n_params;
+    int64_t weight_bytes;   /* size of model.safetensors */
+    int64_t total_bytes;    /* all four files */
+    double seconds;         /* wall time of the whole call */
+    double weight_seconds;  /* wall time spent generating + writing model.safetensors */
+} mact_synth_result;
+
+/* A random checkpoint of preset ("tiny", "wide", "libero", "so101"; mact_synth_presets) in out_dir: config.json,
+ * model.safetensors, norm_stats.json, tokenizer.json in the real HF layout; values depend only on (seed, tensor
+ * name). Creates out_dir (and its parents) when missing and overwrites the four files; a failed call leaves no
+ * model.safetensors. opt NULL: the defaults (MIXED dtypes); res (may be NULL): what was written. Errors: MACT_ERR_INPUT
+ * (unknown preset or dtype), MACT_ERR_IO, MACT_ERR_NOMEM. */
+mact_status mact_synth(const char *preset, const char *out_dir, uint64_t seed, const mact_synth_options *opt,
+                       mact_synth_result *res, char *err, size_t errlen);
+/* "mixed" / "f32" / "bf16" -> MACT_SYNTH_*, -1 when unknown; and back ("?" when out of range). */
+int mact_synth_dtype_from_name(const char *name);
+const char *mact_synth_dtype_name(int dtype_mode);
+/* The preset names, comma-separated (static string). */
+const char *mact_synth_presets(void);
+
 
 #endif

@@ -1,7 +1,7 @@
 /* Random MolmoAct2 checkpoints from C: see synth.h for the contract, the presets and the token layout.
  * Layout sources: docs/design.md (names, dtypes, config.json), docs/spec/molmoact2.md sections 1-2
  * (shapes), 4.2 (token ids), 4.4 (norm_stats.json), and the tensor table of src/model/table.c. */
-#include "compress/synth.h"
+#include "synth/synth.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -19,7 +19,7 @@
 #include "model/model.h"
 #include "model/table.h"
 #include "base/rng.h"
-#include "compress/synth_internal.h"
+#include "synth/synth_internal.h"
 #include "base/file.h"
 #include "compress/st_write.h"
 #include "kernels/threadpool.h"
@@ -817,8 +817,8 @@ static int pick_channels(uint8_t *mask, int dim, int k, uint64_t seed)
 /* ------------------------------------------------------------------------------------------------
  * entry points */
 
-mact_status mact_synth_ex(const char *preset_name, const char *out_dir, uint64_t seed, const mact_synth_options *opt,
-                  mact_synth_result *res, char *err, size_t errlen)
+mact_status mact_synth(const char *preset_name, const char *out_dir, uint64_t seed, const mact_synth_options *opt,
+                       mact_synth_result *res, char *err, size_t errlen)
 {
     double t0 = now_s();
     mact_synth_options o = {0};
@@ -896,10 +896,4 @@ mact_status mact_synth_ex(const char *preset_name, const char *out_dir, uint64_t
     free(L.t);
     free(masks);
     return rc;
-}
-
-mact_status mact_synth(const char *preset, const char *out_dir, uint64_t seed, int dtype_mode, char *err, size_t errlen)
-{
-    mact_synth_options o = {.dtype_mode = dtype_mode};
-    return mact_synth_ex(preset, out_dir, seed, &o, NULL, err, errlen);
 }

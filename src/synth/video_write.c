@@ -7,7 +7,7 @@
 #include <libavutil/opt.h>
 #include "mact.h"
 #include "base/err.h"
-#include "data/video_write.h"
+#include "synth/video_write.h"
 
 struct mact_vw {
     char path[4096];
