@@ -271,12 +271,12 @@ FUZZ_CC      ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/d
 FUZZ_SECONDS ?= 60
 FUZZ_SERVE   := $(if $(SERVER),wire serve_openpi serve_act serve_vla serve_route)
 FUZZ_LR      := $(if $(SERVER),lr_proto pickle)
-FUZZ_TARGETS := safetensors config normstats tokenizer npy image prompt parquet video $(FUZZ_SERVE) $(FUZZ_LR)
+FUZZ_TARGETS := safetensors config normstats lerobot tokenizer npy image prompt parquet video $(FUZZ_SERVE) $(FUZZ_LR)
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz -pthread
-FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/io/safetensors.c src/io/normstats.c \
-                src/io/tokenizer.c src/io/image.c src/io/npy.c src/export/npz.c src/stages/prompt.c \
-                src/data/parquet.c src/data/video.c
+FUZZ_LIB_SRC := $(wildcard src/base/*.c) src/model/config.c src/model/lerobot.c src/io/safetensors.c \
+                src/io/normstats.c src/io/hfcache.c src/io/tokenizer.c src/io/image.c src/io/npy.c src/export/npz.c \
+                src/stages/prompt.c src/stages/rtc_names.c src/data/parquet.c src/data/video.c
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:src/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_LDLIBS  := $(filter-out -fopenmp,$(LDLIBS))
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
@@ -289,12 +289,10 @@ $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(FUZZ_LDLIBS) -o $@
 
 # the server's codecs, request decoders and protocols: every src/server file but the event loop (server.c,
-# metrics.c, own.c; fuzz/serve_stub.h stands in for them and the model) and the gRPC service; rtc.c for
-# the schedule / guidance names (the stub traps its session-bound callees)
+# metrics.c, own.c; fuzz/serve_stub.h stands in for them and the model) and the gRPC service
 FUZZ_SRV_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/server/server.c src/server/metrics.c \
                   src/server/own.c src/server/grpc_lerobot.c src/server/grpc_lerobot_msg.c src/server/lerobot_service.c,\
-                  $(SERVER_SRC))) \
-                $(BUILD)/fuzz/obj/stages/rtc.o
+                  $(SERVER_SRC)))
 $(FUZZ_SERVE:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h fuzz/serve_stub.h $(FUZZ_OBJ) $(FUZZ_SRV_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_SRV_OBJ) $(FUZZ_OBJ) \
 	    $(FUZZ_LDLIBS) -lmsgpackc -o $@

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets into fuzz/corpus/<target>/ (committed; small files).
 
-usage: fuzz/make_corpus.py MODEL_DIR   (a `mact synth tiny` checkpoint: config.json, norm_stats.json)
+usage: fuzz/make_corpus.py MODEL_DIR [LEROBOT_DIR]
+  MODEL_DIR: a `mact synth tiny` checkpoint (config.json, norm_stats.json);
+  LEROBOT_DIR: a LeRobot policy folder over it, for fuzz_lerobot (tests/reference/lerobot_policy.py MODEL_DIR
+  LEROBOT_DIR --seed 1 --joints custom --mask-dtype bool); without it those seeds are left as they are.
 Standard library only, except the JPEG seeds (PIL, skipped when missing)."""
 import io, json, os, struct, sys, zlib
 
@@ -53,7 +56,9 @@ put("config", "minimal.json", json.dumps({"vit_config": {}, "adapter_config": {}
 
 # ---- norm_stats.json
 ns = json.load(open(os.path.join(model, "norm_stats.json")))
-put("normstats", "tiny.json", json.dumps(ns))
+# byte 0 even: the file's norm_mode; odd: byte 1 picks the state and action modes (mode + 5 * mode)
+put("normstats", "tiny.json", b"\0\0" + json.dumps(ns).encode())
+put("normstats", "modes_mean_std.json", b"\1\x0c" + json.dumps(ns).encode())
 for mode in ["min_max", "mean_std", "q10_q90", "none"]:
     n2 = json.loads(json.dumps(ns)); n2["norm_mode"] = mode
     for t in n2["metadata_by_tag"].values():
@@ -63,7 +68,26 @@ for mode in ["min_max", "mean_std", "q10_q90", "none"]:
             s.setdefault("mean", [0.0] * d); s.setdefault("std", [1.0] * d)
             s.setdefault("min", [-2.0] * d); s.setdefault("max", [2.0] * d)
             s["mask"] = [i % 2 == 0 for i in range(d)]
-    put("normstats", "mode_%s.json" % mode, json.dumps(n2))
+    put("normstats", "mode_%s.json" % mode, b"\0\0" + json.dumps(n2).encode())
+
+# ---- LeRobot policy folder (fuzz_lerobot): byte 0 the parser (fuzz/fuzz_lerobot.c)
+if len(sys.argv) > 2:
+    lr = sys.argv[2]
+    rd = lambda n: open(os.path.join(lr, n), "rb").read()
+    put("lerobot", "config.json", b"\0" + rd("config.json"))
+    c = json.loads(rd("config.json")); c["joint_signs"] = None; c["joint_offsets"] = None; c["rtc_config"] = None
+    put("lerobot", "config_null_joints.json", b"\0" + json.dumps(c).encode())
+    put("lerobot", "pre.json", b"\1" + rd("policy_preprocessor.json"))
+    put("lerobot", "post.json", b"\2" + rd("policy_postprocessor.json"))
+    put("lerobot", "frame_pre.json", b"\3\0" + rd("policy_preprocessor.json"))
+    put("lerobot", "frame_post.json", b"\3\1" + rd("policy_postprocessor.json"))
+    for post, name in ((0, "policy_preprocessor.json"), (1, "policy_postprocessor.json")):
+        steps = json.loads(rd(name))["steps"]
+        f = next(s["state_file"] for s in steps if s.get("state_file"))
+        put("lerobot", "stats_%d.safetensors" % post, b"\4\0" + rd(f))
+    for i, r in enumerate(["allenai/MolmoAct2-LIBERO", "org/name@main", "org/name@refs/pr/1", "a-b.c/d_e@v1.0",
+                           "0123456789abcdef0123456789abcdef01234567\n", "org/../x", "org/name@../main"]):
+        put("lerobot", "hf%d" % i, b"\5" + r.encode())
 
 # ---- tokenizer: mode byte 0 + a tokenizer.json; mode byte 1 + text
 def bytelevel():

@@ -26,14 +26,11 @@ double srv_now_ms(void)
 }
 void srv_identity_json(const srv_state *S, int ready, srv_buf *b) { (void)S; (void)ready; srv_buf_printf(b, "{\"status\": \"ok\"}\n"); }
 const char *mact_precision_str(mact_precision p) { return p ? "bf16" : "f32"; }
-/* rtc.c is linked for the schedule / guidance name parsers; its session-bound code never runs here */
-struct mact_session;
-struct mact_rtc_vjp_ctx;
-int mact_session_fail(struct mact_session *s, int code, const char *fmt, ...);
-int mact_session_fail(struct mact_session *s, int code, const char *fmt, ...) { (void)s; (void)code; (void)fmt; __builtin_trap(); }
-void mact_rtc_vjp(struct mact_session *s, const void *c, const float *x, int h, float time, float *e);
-void mact_rtc_vjp(struct mact_session *s, const void *c, const float *x, int h, float time, float *e)
-{ (void)s; (void)c; (void)x; (void)h; (void)time; (void)e; __builtin_trap(); }
+/* the LeRobot protocol's configure step (proto_lerobot.c) asks the model for its tags; the fuzzed protocols never do */
+const mact_tag *mact_model_tag(const mact_model *m, const char *name, char *err, size_t errlen)
+{ (void)m; (void)name; (void)err; (void)errlen; __builtin_trap(); }
+void mact_tag_get_info(const mact_tag *t, mact_norm_tag_info *out) { (void)t; (void)out; __builtin_trap(); }
+const char *mact_model_renamed(const mact_model *m, const char *key) { (void)m; (void)key; __builtin_trap(); }
 
 /* the LeRobot protocol's gRPC service (lerobot_service.c needs gRPC): the table names it, nothing calls it here */
 typedef struct srv srv;

@@ -36,6 +36,12 @@ int mact_file_check_regular(const char *path, char *err, size_t el)
     return 0;
 }
 
+int mact_file_absent(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR);
+}
+
 int mact_file_open_regular(const char *path, char *err, size_t el)
 {
     int rc = mact_file_check_regular(path, err, el);

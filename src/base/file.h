@@ -9,6 +9,9 @@
 /* Refuses (MACT_ERR_IO) a path that is missing or not a regular file (FIFO, device, directory, socket),
  * without opening it. */
 int mact_file_check_regular(const char *path, char *err, size_t errlen);
+/* 1 when nothing is at path (an optional file's absence); a FIFO, directory or unreadable entry there is present, so
+ * its reader names the problem instead of the file being skipped. */
+int mact_file_absent(const char *path);
 
 /* Opens a regular file for reading: checked before the open (so a FIFO never blocks), opened
  * O_NONBLOCK and checked again on the descriptor. Returns the descriptor (>= 0) or a negative code. */

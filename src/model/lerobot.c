@@ -780,8 +780,8 @@ int mact_lerobot_tags(const char *dir, const mact_lr_config *c, const char *stat
     memset(pre, 0, sizeof *pre);
     ns->default_tag = -1;
     snprintf(path, sizeof path, "%s/policy_preprocessor.json", dir);
-    int rc = !mact_file_check_regular(path, NULL, 0) ? tags_from_processors(dir, c, ns, pre, src, cap, err, el)
-                                                      : tags_from_stats(c, stats_path, ns, src, cap, err, el);
+    int rc = !mact_file_absent(path) ? tags_from_processors(dir, c, ns, pre, src, cap, err, el)
+                                       : tags_from_stats(c, stats_path, ns, src, cap, err, el);
     if (rc) mact_norm_stats_free(ns);
     return rc;
 }

@@ -141,7 +141,7 @@ static int read_lora_scale(struct mact_model *m, struct mact_ctable *ct, char *e
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", m->src.dir);
     const mact_lr_config *lr = m->src.lr;
-    if (mact_file_check_regular(path, NULL, 0)) {
+    if (mact_file_absent(path)) {
         if (lr && !strcmp(lr->train_mode_vlm, "lora")) {
             ct->lora_rank = lr->lora_rank;
             ct->lora_scale = (float)(lr->lora_alpha / lr->lora_rank);
@@ -427,7 +427,7 @@ static int hf_joint_frames(const struct mact_model *m, mact_joint_frame fr[2], c
         size_t len = 0;
         memset(&fr[k], 0, sizeof fr[k]);
         snprintf(path, sizeof path, "%s/%s", m->src.dir, files[k]);
-        if (mact_file_check_regular(path, NULL, 0)) continue;
+        if (mact_file_absent(path)) continue;
         int rc = mact_file_read_text(path, MACT_JSON_FILE_MAX, &txt, &len, err, el);
         if (!rc) rc = mact_lerobot_frame_parse(txt, len, files[k], k, &fr[k], &found[k], err, el);
         free(txt);

@@ -54,7 +54,7 @@ static int not_a_checkpoint(const char *dir, const char *what, char *err, size_t
     }
     if (d) closedir(d);
     if (n > 8 && o < sizeof list) snprintf(list + o, sizeof list - o, ", ... (%d entries)", n);
-    return mact_errf(err, el, MACT_ERR_IO, "%s %s has no config.json, so it is not a MolmoAct2 checkpoint: mact reads an "
+    return mact_errf(err, el, MACT_ERR_IO, "%s %s has no config.json (no such file), so it is not a MolmoAct2 checkpoint: mact reads an "
                      "HF-layout folder (config.json with vit_config, text_config, ...; model.safetensors; tokenizer.json; "
                      "norm_stats.json) or a LeRobot policy folder (config.json with \"type\": \"molmoact2\" and "
                      "checkpoint_path; model.safetensors; policy_preprocessor.json). It holds: %s", what, dir,
@@ -65,7 +65,7 @@ static int read_config(const char *dir, const char *what, char **txt, char *err,
 {
     char p[4200];
     snprintf(p, sizeof p, "%s/config.json", dir);
-    if (mact_file_check_regular(p, NULL, 0)) return not_a_checkpoint(dir, what, err, el);
+    if (mact_file_absent(p)) return not_a_checkpoint(dir, what, err, el);
     return mact_file_read_text(p, CONFIG_MAX, txt, NULL, err, el);
 }
 

@@ -7,31 +7,6 @@
 #include <string.h>
 #include "model/session.h"
 
-static const char *const sched_names[] = {"default", "linear", "zeros", "ones", "exp"};
-
-const char *mact_rtc_schedule_str(mact_rtc_schedule s) { return (unsigned)s <= MACT_RTC_EXP ? sched_names[s] : "?"; }
-
-const char *mact_rtc_guidance_str(mact_rtc_guidance g)
-{
-    return g == MACT_RTC_IDENTITY ? "identity" : g == MACT_RTC_VJP ? "vjp" : "?";
-}
-
-mact_status mact_rtc_schedule_parse(const char *name, mact_rtc_schedule *out)
-{
-    const char *const *names = sched_names;
-    for (int i = 0; name && out && i < 5; i++)
-        if (!strcmp(name, names[i])) { *out = (mact_rtc_schedule)i; return MACT_OK; }
-    return MACT_ERR_INPUT;
-}
-
-mact_status mact_rtc_guidance_parse(const char *name, mact_rtc_guidance *out)
-{
-    if (!name || !out) return MACT_ERR_INPUT;
-    if (!strcmp(name, "identity")) { *out = MACT_RTC_IDENTITY; return MACT_OK; }
-    if (!strcmp(name, "vjp")) { *out = MACT_RTC_VJP; return MACT_OK; }
-    return MACT_ERR_INPUT;
-}
-
 /* the guided prefix [d, e) of h rows: e = min(execution_horizon or its default, n_prev, h), d = min(delay, e) */
 static void prefix_range(const mact_rtc_options *r, int h, int *d, int *e)
 {

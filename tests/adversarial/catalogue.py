@@ -563,9 +563,9 @@ def normstats_cases():
     case(G, "mode_not_string", 1, ["norm_mode"], ns_set(lambda n: n.update(norm_mode=3)))
     case(G, "unknown_format", 1, ["format"], ns_set(lambda n: n.update(format="molmoact2_norm_stats.v9")))
     case(G, "no_tags", 1, ["metadata_by_tag"], ns_set(lambda n: n.update(metadata_by_tag={})))
-    case(G, "tags_over_limit", 1, ["metadata_by_tag", "32"],
-         ns_set(lambda n: n.update(metadata_by_tag={"t%d" % i: tag(n) for i in range(33)})))
-    case(G, "tag_name_long", 1, ["tag name", "127"], ns_set(lambda n: n.update(metadata_by_tag={"x" * 200: tag(n)})))
+    case(G, "tags_over_limit", 1, ["metadata_by_tag", "1024"],
+         ns_set(lambda n: n.update(metadata_by_tag={"t%d" % i: tag(n) for i in range(1025)})))
+    case(G, "tag_name_long", 1, ["tag name", "255"], ns_set(lambda n: n.update(metadata_by_tag={"x" * 300: tag(n)})))
     case(G, "setup_type_long", 1, ["setup_type", "511"], ns_set(lambda n: tag(n).update(setup_type="arm " * 200)))
     case(G, "control_mode_long", 1, ["control_mode", "255"], ns_set(lambda n: tag(n).update(control_mode="x" * 300)))
     case(G, "setup_type_number", 1, ["setup_type"], ns_set(lambda n: tag(n).update(setup_type=5)))
@@ -635,7 +635,9 @@ def adapter_cases():
          lora_setup('{"pad": "' + "x" * 70000 + '", "r": 2, "lora_alpha": '))
     case(G, "fifo", 1, ["adapter_config.json", "fifo"], lora_setup(fifo))
     case(G, "directory", 1, ["adapter_config.json", "directory"], lora_setup(as_dir))
-    case(G, "preprocessor_fifo_ignored", 0, ["actions"], lambda d: fifo(os.path.join(d, "model", "policy_preprocessor.json")))
+    # an HF folder's processor file may carry the joint frame: one that cannot be read is refused, never skipped
+    case(G, "preprocessor_fifo", 1, ["policy_preprocessor.json", "FIFO"],
+         lambda d: fifo(os.path.join(d, "model", "policy_preprocessor.json")))
 
 
 # ================================================================== images
