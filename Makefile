@@ -288,10 +288,12 @@ $(BUILD)/fuzz/obj/%.o: src/%.c $(HDRS)
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(FUZZ_LDLIBS) -o $@
 
-# the server's codecs, request decoders and protocols: every src/server file but the event loop (server.c,
-# metrics.c, own.c; fuzz/serve_stub.h stands in for them and the model) and the gRPC service
-FUZZ_SRV_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/server/server.c src/server/metrics.c \
-                  src/server/own.c src/server/grpc_lerobot.c src/server/grpc_lerobot_msg.c src/server/lerobot_service.c,\
+# the server's codecs, request decoders and protocols: every src/server file but the event loop and its threads
+# (server.c, queue.c, loader.c, write.c, metrics.c, own.c; fuzz/serve_stub.h stands in for them and the model) and
+# the gRPC service
+FUZZ_SRV_OBJ := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/server/server.c src/server/queue.c \
+                  src/server/loader.c src/server/write.c src/server/metrics.c src/server/own.c \
+                  src/server/grpc_lerobot.c src/server/grpc_lerobot_msg.c src/server/lerobot_service.c,\
                   $(SERVER_SRC)))
 $(FUZZ_SERVE:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h fuzz/serve_stub.h $(FUZZ_OBJ) $(FUZZ_SRV_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_SRV_OBJ) $(FUZZ_OBJ) \

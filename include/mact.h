@@ -34,7 +34,9 @@
  * Status: every function that can fail returns a mact_status (MACT_OK = 0, negative on error). Load and
  * session-creation errors are written to the caller's err buffer (NUL-terminated, truncated to errlen; errlen
  * may be 0); errors of calls on a session are kept in the session (mact_session_error). The library never
- * exits or aborts on bad input.
+ * exits or aborts on bad input. The toolkit headers (mact_data.h, mact_compress.h) and mact_stages.h follow the
+ * same rules, their errors in the caller's err buffer or the session. Accessors that cannot fail return their value
+ * directly: a count, an index (-1 when absent), a pointer (NULL when absent).
  *
  * Ownership: every buffer passed in is owned by the caller and only read during the call; every output buffer
  * is allocated by the caller with the size stated next to the function (query the sizes with
@@ -239,6 +241,8 @@ typedef struct {
     int joint_frame;             /* joints of the tag's joint frame (state'[:n] = signs * state[:n] + offsets before
                                   * normalisation, undone on the actions); 0: none */
     int lerobot;                 /* 1: a LeRobot policy's processors' arithmetic; 0: norm_stats.json's (HF) */
+    const char *state_names;     /* the state's dims named in order, joined by '\n' (NULL: the checkpoint names none) */
+    const char *action_names;    /* the same for the actions */
 } mact_norm_tag_info;
 
 /* Tags in their file's order (a LeRobot policy with processors: one, "policy"); 0 when the checkpoint has none. */
@@ -256,6 +260,14 @@ MACT_API void mact_tag_action_stats(const mact_tag *t, double *lo, double *hi, u
  * what mact_predict applies to its output (the joint frame, then the normalisation, clipped to [-1, 1] in the
  * quantile and min-max modes). */
 MACT_API void mact_tag_normalize_actions(const mact_tag *t, const float *actions, size_t n_rows, float *out);
+
+/* What a caller must send and gets back, per norm tag, as JSON (what `mact inspect` prints): a list in the file's order
+ * of {"name", "default": bool, "state": {"dim", "names": [...] | null}, "cameras": [keys in the model's order],
+ * "actions": {"dim", "names", "horizon", "n_action_steps"}, "flow_steps", "setup_type", "control_mode",
+ * "arithmetic": "lerobot" | "hf", "joint_frame": {"state": {"signs", "offsets"} | null, "actions": ... }}. Writes it
+ * NUL-terminated into buf (cap bytes); *len (may be NULL) gets its length; MACT_ERR_INPUT when it did not fit (call
+ * with cap 0 for the length), MACT_ERR_IO when the checkpoint has no tags. */
+MACT_API mact_status mact_model_tags_json(const mact_model *m, char *buf, size_t cap, size_t *len);
 
 /* An observation key as the model's rename_map maps it (a LeRobot policy's rename_observations_processor): its new
  * name, or key itself when the map does not name it (and for every key of a model without one). */
@@ -422,9 +434,9 @@ typedef struct {
 
 /* After mact_predict: an intermediate tensor for dumps ("pixel_values", "image_embeds", "keys", "values",
  * "noise", "actions_norm", "input_ids" as float; "prev_actions_norm" [n_prev, action_dim] when the call had RTC rows).
- * Valid until the next call on s. MACT_ERR_INPUT for an
- * unknown name or before the first successful mact_predict. */
-MACT_API mact_status mact_session_tensor(const mact_session *s, const char *name, mact_tensor_view *view);
+ * Valid until the next call on s. MACT_ERR_INPUT (the message in mact_session_error) for an unknown name or before
+ * the first successful mact_predict. */
+MACT_API mact_status mact_session_tensor(mact_session *s, const char *name, mact_tensor_view *view);
 
 /* Token ids of UTF-8 text with the model's tokenizer (no BOS, specials matched). Writes up to cap ids and sets
  * *n to the full count; ids may be NULL with cap 0 to query the count. MACT_ERR_INPUT when they do not fit

@@ -93,8 +93,8 @@ MACT_API mact_status mact_dataset_frame(mact_dataset *d, int episode, int64_t t,
                                         size_t errlen);
 
 /* Checks every data file and camera video against the metadata (docs/datasets.md): one line per problem into
- * buf (NUL-terminated, truncated to cap). Returns the number of problems. */
-MACT_API int mact_dataset_check(mact_dataset *d, char *buf, size_t cap);
+ * buf (NUL-terminated, truncated to cap), their number in *n_problems. MACT_ERR_INPUT without d, buf or cap. */
+MACT_API mact_status mact_dataset_check(mact_dataset *d, char *buf, size_t cap, int *n_problems);
 
 /* `mact dataset info`'s summary of the dataset at dir (versions, episodes, features, cameras with their videos'
  * codecs and frames, problems) printed to out. *n_problems: the count (the CLI exits 3 when any). */
@@ -121,7 +121,7 @@ typedef struct {
     const char *out;              /* norm_stats.json: created, or its tag replaced in place */
     const char *action_key;       /* NULL: "action" */
     const char *state_key;        /* NULL: "observation.state" */
-    int method;                   /* mact_stats_method */
+    mact_stats_method method;     /* 0: LEROBOT */
     int horizon;                  /* action_horizon; 0: the tag's in out, else 30 */
     const char *control_mode;     /* NULL: the tag's in out, else "absolute joint pose" */
     const char *setup_type;       /* NULL: the tag's in out, else "" */
@@ -134,7 +134,7 @@ typedef struct {
  * (may be NULL): the frames pooled. */
 MACT_API mact_status mact_stats_compute(const mact_stats_options *o, double *frames, char *err, size_t errlen);
 /* "lerobot", "lerobot-f64", "exact" -> *out; MACT_ERR_INPUT otherwise. */
-MACT_API mact_status mact_stats_method_parse(const char *name, int *out);
+MACT_API mact_status mact_stats_method_parse(const char *name, mact_stats_method *out);
 
 /* ---- open-loop evaluation (`mact eval`, docs/datasets.md) ---- */
 

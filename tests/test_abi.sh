@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
+# asan: skip (static checks of the exported symbols and headers)
 # Each shared library's ABI is exactly its public headers: `nm -D --defined-only $BUILD/libmact.so` lists every
 # function declared MACT_API in include/mact.h and include/mact_stages.h and nothing else (the library is compiled
 # -fvisibility=hidden); likewise libmact_data.so and include/mact_data.h, libmact_compress.so and

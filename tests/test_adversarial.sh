@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: via-engine
 # The adversarial catalogue (tests/adversarial/catalogue.py): several hundred hostile inputs generated from
 # one `mact synth tiny` checkpoint, each checked for its exit code, a message naming the problem, nothing
 # written, and no sanitizer report (under `make asan` the binary is the ASan+UBSan build).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# asan: skip (its own CI step (cross build under qemu))
 # ARM64 under emulation: cross-builds build-aarch64/ (make CROSS=aarch64-linux-gnu-) and runs, under
 # qemu-aarch64-static at two CPU models,
 #   -cpu neoverse-n1   Armv8.2: fp16 + dotprod, no i8mm / bf16 (levels neon, neon+fp16+dotprod)

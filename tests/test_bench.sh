@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
+# kernels: via-engine
 # `mact bench` works end to end in every precision on a tiny checkpoint (the numbers themselves are not
 # checked: no timing assertions in tests): exit 0, every stage row, the flow-step and weight-stream lines, the
 # staged run equal to the pipeline run (bitwise), the int8 peak lines in int8; a second run with --pack-cache

@@ -46,8 +46,8 @@ info_check() {  # name dir version episodes fps cameras
     for w in "${want[@]}"; do grep -qF -- "$w" "$T/$name.txt" || { fail "$name" "no '$w' in the output" "$T/$name.txt"; return; }; done
     pass "$name"
 }
-info_check ds_info_v21_so101 "$T/a21" v2.1 3 30 0
-info_check ds_info_v30_so101 "$T/b30" v3.0 5 30 0
+info_check ds_info_v21_so101 "$T/a21" v2.1 3 30 2
+info_check ds_info_v30_so101 "$T/b30" v3.0 5 30 2
 info_check ds_info_v30_libero "$T/l30" v3.0 4 10 2
 info_check ds_info_v21_libero "$T/l21" v2.1 2 10 2
 grep -q "names: shoulder_pan.pos shoulder_lift.pos elbow_flex.pos wrist_flex.pos wrist_roll.pos gripper.pos" "$T/ds_info_v21_so101.txt" &&

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
+# asan: skip (equality with hyparquet; the parquet reader runs under ASan in test_dataset_parquet, test_dataset.sh and fuzz_parquet)
 # The parquet reader (src/data/parquet.c) against an independent one: npm `hyparquet` (pure JS; installed by
 # scripts/setup_dataset.sh with npm ci). For every generated variant (pyarrow layout, PLAIN, the
 # dictionary->PLAIN fallback, several pages, several row groups, V2 pages, ZSTD, GZIP, uncompressed) x

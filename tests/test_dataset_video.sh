@@ -30,9 +30,9 @@ SEED=${SEED:-$(( (RANDOM << 15) | RANDOM ))}
 echo "INFO seed $SEED (replay with SEED=$SEED)"
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; [ -n "${3:-}" ] && sed 's/^/    /' "$3" | tail -20; }
-command -v ffmpeg >/dev/null && command -v ffprobe >/dev/null || { fail vid_setup "the ffmpeg CLI is missing (scripts/setup.sh)"; exit 1; }
+command -v ffmpeg >/dev/null && command -v ffprobe >/dev/null || { fail vid_setup "the ffmpeg CLI is missing (scripts/setup.sh --test)"; exit 1; }
 [ -x "$VT" ] || { fail vid_setup "$VT missing (run make)"; exit 1; }
-CAMS="observation.images.front observation.images.wrist"
+CAMS="observation.images.top observation.images.wrist"
 # under ASan: libx265's own leak is not ours (tests/lsan_ffmpeg.supp says which)
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/lsan_ffmpeg.supp"
 # a crash (signal) or a sanitizer report is never a clear error
@@ -67,7 +67,7 @@ for c in ${VIDEO_CODECS:-av1 h264 hevc mpeg4}; do
         files_front=$([ $v = v2.1 ] && echo 5 || echo 3); files_wrist=$([ $v = v2.1 ] && echo 5 || echo 2)
         $MACT dataset info "$d" >"$T/$n.info" 2>&1; rc=$?
         [ $rc = 0 ] && grep -q "problems: 0" "$T/$n.info" &&
-            grep -qF "observation.images.front: video $c, 64x64, $frames frames in $files_front files" "$T/$n.info" &&
+            grep -qF "observation.images.top: video $c, 64x64, $frames frames in $files_front files" "$T/$n.info" &&
             grep -qF "observation.images.wrist: video $c, 64x64, $frames frames in $files_wrist files" "$T/$n.info" &&
             pass "vid_info_$n" || fail "vid_info_$n" "rc $rc" "$T/$n.info"
         ok=1; msg=
@@ -93,7 +93,7 @@ if info["codebase_version"] == "v3.0":
 else:
     eps = [json.loads(l) for l in open(f"{d}/meta/episodes.jsonl")]
 worst, n = 0, 0
-for cam in ("observation.images.front", "observation.images.wrist"):
+for cam in ("observation.images.top", "observation.images.wrist"):
     for e, where in ((0, 0), (2, 0.5), (4, 1)):  # an episode's first, middle and last frame
         L = eps[e]["length"]
         for t in (round(where * (L - 1)),):
@@ -122,7 +122,7 @@ done
 
 # --- B-frames really there ----------------------------------------------------------------------------------
 if [ -d "$T/h264_v21" ]; then
-    f="$T/h264_v21/videos/chunk-000/observation.images.front/episode_000000.mp4"
+    f="$T/h264_v21/videos/chunk-000/observation.images.top/episode_000000.mp4"
     nb=$(ffprobe -v error -select_streams v -show_frames -show_entries frame=pict_type -of csv "$f" | grep -c ",B")
     hb=$(ffprobe -v error -select_streams v -show_entries stream=has_b_frames -of csv=p=0 "$f")
     [ "$nb" -gt 0 ] && [ "$hb" -gt 0 ] && pass "vid_h264_bframes ($nb B-frames, has_b_frames $hb)" || fail vid_h264_bframes "B-frames $nb, has_b_frames $hb"
@@ -132,7 +132,7 @@ fi
 # t counts from the stream's start_time (an mp4 remuxed with a 1.5 s offset); a Matroska file states no
 # nb_frames, so the packets are counted, and its 1 ms time base puts frame 1 at 0.033 s (tolerance 1e-3)
 if [ -d "$T/h264_v21" ]; then
-    f="$T/h264_v21/videos/chunk-000/observation.images.front/episode_000000.mp4"
+    f="$T/h264_v21/videos/chunk-000/observation.images.top/episode_000000.mp4"
     ffmpeg -v error -i "$f" -c copy -output_ts_offset 1.5 -y "$T/off.mp4" && ffmpeg -v error -i "$f" -c copy -f matroska -y "$T/x.mkv"
     st=$(ffprobe -v error -select_streams v -show_entries stream=start_time -of csv=p=0 "$T/off.mp4")
     nf=$(ffprobe -v error -select_streams v -show_entries stream=nb_frames -of csv=p=0 "$f")
@@ -149,11 +149,11 @@ fi
 base=""
 for n in h264_v21 av1_v21 hevc_v21 mpeg4_v21; do [ -d "$T/$n" ] && { base="$T/$n"; break; }; done
 [ -n "$base" ] || { fail vid_bad "no v2.1 dataset was generated"; exit 1; }
-FRONT=videos/chunk-000/observation.images.front
+FRONT=videos/chunk-000/observation.images.top
 bad_case() {  # name, dataset dir, want (grep -E) in `dataset info` problems, want in `dataset frame` stderr, [episode index]
     local name=$1 d=$2 wi=$3 wf=$4 e=${5:-1} ix=${6:-0} rc1 rc2
     $MACT dataset info "$d" >"$T/$name.info" 2>&1; rc1=$?
-    $MACT dataset frame "$d" --episode "$e" --index "$ix" --camera observation.images.front --out "$T/$name.png" >"$T/$name.frame" 2>&1; rc2=$?
+    $MACT dataset frame "$d" --episode "$e" --index "$ix" --camera observation.images.top --out "$T/$name.png" >"$T/$name.frame" 2>&1; rc2=$?
     if [ $rc1 = 3 ] && grep -qE -- "$wi" "$T/$name.info" && [ $rc2 = 1 ] && grep -qE -- "$wf" "$T/$name.frame" &&
        no_crash $rc1 "$T/$name.info" && no_crash $rc2 "$T/$name.frame" && [ ! -e "$T/$name.png" ]; then
         pass "$name ($(tail -1 "$T/$name.frame" | sed "s|$T/||g" | cut -c1-150))"
@@ -162,18 +162,18 @@ bad_case() {  # name, dataset dir, want (grep -E) in `dataset info` problems, wa
     fi
 }
 cp -r "$base" "$T/b1"; rm "$T/b1/$FRONT/episode_000001.mp4"
-bad_case vid_bad_missing "$T/b1" "episode 1 camera observation.images.front: video .*episode_000001.mp4 missing" \
-    "episode 1 camera observation.images.front frame 0: .*episode_000001.mp4: video missing"
+bad_case vid_bad_missing "$T/b1" "episode 1 camera observation.images.top: video .*episode_000001.mp4 missing" \
+    "episode 1 camera observation.images.top frame 0: .*episode_000001.mp4: video missing"
 cp -r "$base" "$T/b2"; f="$T/b2/$FRONT/episode_000001.mp4"; head -c $(( $(stat -c %s "$f") / 2 )) "$f" >"$f.t" && mv "$f.t" "$f"
-bad_case vid_bad_truncated "$T/b2" "episode 1 camera observation.images.front: .*episode_000001.mp4: not a video FFmpeg can read" \
-    "episode 1 camera observation.images.front frame 0: .*episode_000001.mp4: not a video FFmpeg can read"
+bad_case vid_bad_truncated "$T/b2" "episode 1 camera observation.images.top: .*episode_000001.mp4: not a video FFmpeg can read" \
+    "episode 1 camera observation.images.top frame 0: .*episode_000001.mp4: not a video FFmpeg can read"
 # fixed garbage: random bytes of some seeds probe as an audio-only stream ("no video stream", also an error);
 # this case checks the "not a video FFmpeg can read" one, and fuzz/fuzz_video.c covers random input
 cp -r "$base" "$T/b3"; $PY -c "import random,sys; r=random.Random(1); sys.stdout.buffer.write(bytes(r.randrange(256) for _ in range(5000)))" >"$T/b3/$FRONT/episode_000001.mp4"
-bad_case vid_bad_garbage "$T/b3" "episode 1 camera observation.images.front: .*episode_000001.mp4: not a video FFmpeg can read" \
-    "episode 1 camera observation.images.front frame 0: .*episode_000001.mp4: not a video FFmpeg can read"
+bad_case vid_bad_garbage "$T/b3" "episode 1 camera observation.images.top: .*episode_000001.mp4: not a video FFmpeg can read" \
+    "episode 1 camera observation.images.top frame 0: .*episode_000001.mp4: not a video FFmpeg can read"
 cp -r "$base" "$T/b4"; : >"$T/b4/$FRONT/episode_000001.mp4"
-bad_case vid_bad_empty "$T/b4" "episode 1 camera observation.images.front: .*episode_000001.mp4: empty file \(0 bytes\)" \
+bad_case vid_bad_empty "$T/b4" "episode 1 camera observation.images.top: .*episode_000001.mp4: empty file \(0 bytes\)" \
     "episode 1 .*episode_000001.mp4: empty file \(0 bytes\), not a video"
 # a video shorter than its episode: the episode's last frame is past the end of the file
 read -r short long <<<"$($PY -c "
@@ -181,8 +181,8 @@ import json; L=[json.loads(l)['length'] for l in open('$base/meta/episodes.jsonl
 s=min(range(5), key=lambda i: L[i]); g=max(range(5), key=lambda i: L[i]); print(s, g)")"
 len_long=$($PY -c "import json; print([json.loads(l)['length'] for l in open('$base/meta/episodes.jsonl')][$long])")
 cp -r "$base" "$T/b5"; cp "$base/$FRONT/episode_00000$short.mp4" "$T/b5/$FRONT/episode_00000$long.mp4"
-bad_case vid_bad_past_end "$T/b5" "episode $long camera observation.images.front: .*episode_00000$long.mp4 has [0-9]+ frames, length $len_long" \
-    "episode $long camera observation.images.front frame $((len_long - 1)): .*no frame within 0.0001 s of t=[0-9.]+ s: past the end \(last frame at [0-9.]+ s, pts [0-9]+\)" $long $((len_long - 1))
+bad_case vid_bad_past_end "$T/b5" "episode $long camera observation.images.top: .*episode_00000$long.mp4 has [0-9]+ frames, length $len_long" \
+    "episode $long camera observation.images.top frame $((len_long - 1)): .*no frame within 0.0001 s of t=[0-9.]+ s: past the end \(last frame at [0-9.]+ s, pts [0-9]+\)" $long $((len_long - 1))
 $VT at "$base/$FRONT/episode_000000.mp4" 99 >"$T/b6.txt" 2>&1; rc=$?
 [ $rc = 1 ] && grep -qE "episode_000000.mp4: no frame within 0.0001 s of t=99.000000 s: past the end" "$T/b6.txt" &&
     pass "vid_bad_time_past_end ($(sed "s|$T/||g" "$T/b6.txt"))" || fail vid_bad_time_past_end "rc $rc" "$T/b6.txt"
@@ -195,24 +195,24 @@ v3=""; for n in h264_v30 av1_v30 hevc_v30 mpeg4_v30; do [ -d "$T/$n" ] && { v3="
 if [ -n "$v3" ] && ! $MACT synth-dataset "$T/b8" --version v3.0 --video "${n%_v30}" --episodes 3 --len 20:20 --seed $SEED >"$T/b8.gen" 2>&1; then
     fail vid_bad_v30_range "mact synth-dataset failed" "$T/b8.gen"
 elif [ -n "$v3" ]; then
-    cp "$T/b8/videos/observation.images.front/chunk-000/file-001.mp4" "$T/b8/videos/observation.images.front/chunk-000/file-000.mp4"
+    cp "$T/b8/videos/observation.images.top/chunk-000/file-001.mp4" "$T/b8/videos/observation.images.top/chunk-000/file-000.mp4"
     $MACT dataset info "$T/b8" >"$T/b8.txt" 2>&1; rc=$?
-    [ $rc = 3 ] && grep -qE "episode [01] camera observation.images.front: [0-9]+ frames in \[[0-9.]+, [0-9.]+\) s of .*file-000.mp4, length [0-9]+" "$T/b8.txt" &&
+    [ $rc = 3 ] && grep -qE "episode [01] camera observation.images.top: [0-9]+ frames in \[[0-9.]+, [0-9.]+\) s of .*file-000.mp4, length [0-9]+" "$T/b8.txt" &&
         pass vid_bad_v30_range || fail vid_bad_v30_range "rc $rc" "$T/b8.txt"
 fi
 # info.json disagreeing: the codec (the container's wins, the disagreement is listed), the template
 cp -r "$base" "$T/b9"; $PY - "$T/b9/meta/info.json" <<'EOF'
 import json, sys
-p = sys.argv[1]; j = json.load(open(p)); c = j["features"]["observation.images.front"]["info"]
+p = sys.argv[1]; j = json.load(open(p)); c = j["features"]["observation.images.top"]["info"]
 c["video.codec"] = "vp9" if c["video.codec"] != "vp9" else "av1"; json.dump(j, open(p, "w"), indent=2)
 EOF
 $MACT dataset info "$T/b9" >"$T/b9.txt" 2>&1; rc=$?
-$MACT dataset frame "$T/b9" --episode 0 --index 3 --camera observation.images.front --print-number >"$T/b9f.txt" 2>&1; rc2=$?
-[ $rc = 3 ] && grep -qE "camera observation.images.front: .*episode_000000.mp4 is [a-z0-9]+, info.json says video.codec vp9 \(the container's codec is decoded\)" "$T/b9.txt" &&
+$MACT dataset frame "$T/b9" --episode 0 --index 3 --camera observation.images.top --print-number >"$T/b9f.txt" 2>&1; rc2=$?
+[ $rc = 3 ] && grep -qE "camera observation.images.top: .*episode_000000.mp4 is [a-z0-9]+, info.json says video.codec vp9 \(the container's codec is decoded\)" "$T/b9.txt" &&
     grep -q "(info.json says vp9; the container's is decoded)" "$T/b9.txt" && [ $rc2 = 0 ] && grep -q "camera 0 episode 0 frame 3)" "$T/b9f.txt" &&
     pass vid_bad_codec_mismatch || fail vid_bad_codec_mismatch "rc $rc / $rc2" "$T/b9.txt"
 cp -r "$base" "$T/b10"; sed -i 's|"video_path": "[^"]*"|"video_path": "videos/{camera_name}/{episode_index}.mp4"|' "$T/b10/meta/info.json"
 $MACT dataset info "$T/b10" >"$T/b10.txt" 2>&1; rc=$?
-[ $rc = 3 ] && grep -qF 'camera observation.images.front: video_path template "videos/{camera_name}/{episode_index}.mp4" does not resolve' "$T/b10.txt" &&
+[ $rc = 3 ] && grep -qF 'camera observation.images.top: video_path template "videos/{camera_name}/{episode_index}.mp4" does not resolve' "$T/b10.txt" &&
     pass vid_bad_template || fail vid_bad_template "rc $rc" "$T/b10.txt"
 exit 0

@@ -107,12 +107,12 @@ import json, sys
 c = json.load(open(sys.argv[1])); c.setdefault("text_config", {})["rope_scaling"] = {"type": "linear", "factor": 2.0}
 json.dump(c, open(sys.argv[1], "w"))
 PYEOF
-GOLD=(--image "$T/img0.npy" --task "$TASK" --state "$STATE")
+GOLD=(--image "$T/img0.npy" --image "$T/img1.npy" --task "$TASK" --state "$STATE")
 bad rope_scaling_onnx "rope_scaling" $MACT export onnx --model "$T/ck_rope" --out "$T/bad_out"
 bad rope_scaling_golden "rope_scaling" $MACT export golden --model "$T/ck_rope" "${GOLD[@]}" --out "$T/bad_out"
 bad seq_len_too_long "max_position_embeddings" $MACT export onnx --model "$T/ck_tiny" --out "$T/bad_out" --seq-len 1000000
 bad only_unknown "not a component" $MACT export onnx --model "$T/ck_tiny" --out "$T/bad_out" --only llm_split9
-bad state_dim "expects 8" $MACT export golden --model "$T/ck_tiny" --image "$T/img0.npy" --task t --state "1 2" --out "$T/bad_out"
+bad state_dim "expects 8" $MACT export golden --model "$T/ck_tiny" --image "$T/img0.npy" --image "$T/img1.npy" --task t --state "1 2" --out "$T/bad_out"
 bad injected_onnx "failure injected" env MACT_EXPORT_FAIL_AT=action_context $MACT export onnx --model "$T/ck_tiny" --out "$T/bad_out"
 bad injected_golden "failure injected" env MACT_EXPORT_FAIL_AT=action_step_io.npz $MACT export golden --model "$T/ck_tiny" "${GOLD[@]}" --out "$T/bad_out"
 mkdir -p "$T/bad_full" && echo keep >"$T/bad_full/keep.txt"

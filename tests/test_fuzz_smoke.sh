@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
+# asan: skip (its libFuzzer targets are built with ASan + UBSan in every run)
 # Smoke run of every libFuzzer target (fuzz/, `make fuzz`): builds them with clang (ASan + UBSan + libFuzzer)
 # and runs each for FUZZ_SMOKE_SECONDS (default 6) from its seed corpus (fuzz/corpus/<target>). A crash, a
 # sanitizer report or a build failure is a FAIL. Skips with an INFO line only when clang is absent
-# (scripts/setup.sh installs clang-14 and libclang-rt-14-dev, so in CI it runs).
+# (scripts/setup.sh --test installs clang-14 and libclang-rt-14-dev, so in CI it runs).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -11,7 +12,7 @@ TMP=${MACT_TMP:-$(mktemp -d)}/fuzz_smoke
 SECS=${FUZZ_SMOKE_SECONDS:-6}
 CC_FUZZ=$(command -v clang-14 || command -v clang || true)
 if [ -z "$CC_FUZZ" ]; then
-    echo "INFO fuzz_smoke: clang not installed (scripts/setup.sh installs clang-14 + libclang-rt-14-dev); skipped"
+    echo "INFO fuzz_smoke: clang not installed (scripts/setup.sh --test installs clang-14 + libclang-rt-14-dev); skipped"
     exit 0
 fi
 mkdir -p "$TMP"

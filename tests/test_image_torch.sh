@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
+# asan: skip (equality with PyTorch/PIL; image.c runs under ASan in test_image and fuzz_image)
 # Compares mact's image preprocessing (src/io/image.c) with PyTorch: uint8 bilinear resize, pixel_values,
 # PNG decoding of hand-written files, float->uint8, JPEG against PIL. Fresh random images each run; the
 # seed is printed (pass IMAGE_SEED=N to replay). Prints PASS/FAIL lines (tests/run.sh counts them).

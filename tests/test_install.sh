@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
+# asan: skip (packaging (make install, pkg-config); the code it links runs in the other suites)
 # `make install` as a Debian package build does it (DESTDIR staging, PREFIX=/usr), then the header's usage
 # example (tests/c/install_example.c) built against the installed copy only, through pkg-config: once with the
 # shared library (run with LD_LIBRARY_PATH) and once with libmact.a (--static). Both must print the same

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
+# asan: skip (static checks of the sources and the built libraries)
 # The layout's contracts, checked on the built library and the sources:
 #   - no link-level cycle among the objects of libmact.a and the toolkits' archives (a.o needing a symbol of b.o while b.o, directly or around
 #     a longer loop, needs one of a.o), read from `nm`;

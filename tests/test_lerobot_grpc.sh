@@ -18,7 +18,7 @@ if [ ! -x "$ECHO" ]; then
     echo "INFO lr_grpc: $ECHO not built (a SERVER= build); skipped"; exit 0
 fi
 "$PY" -c "import grpc, grpc_tools" 2>/dev/null \
-    || { echo "FAIL lr_grpc_python_deps: python3-grpcio / python3-grpc-tools missing (scripts/setup.sh)"; exit 1; }
+    || { echo "FAIL lr_grpc_python_deps: python3-grpcio / python3-grpc-tools missing (scripts/setup.sh --test)"; exit 1; }
 mkdir -p "$T"
 if ! "$PY" -m grpc_tools.protoc -I src/server --python_out="$T" --grpc_python_out="$T" \
         src/server/lerobot_services.proto >"$T/protoc.log" 2>&1; then

@@ -75,11 +75,16 @@ PYEOF
 out=$($MACT inspect "$T/B" 2>&1)
 for want in "layout: LeRobot policy folder" "base: checkpoint_path $T/base" "LoRA adapters merged at load, scale 2" \
             "policy_preprocessor_step_3_molmoact2_masked_normalizer.safetensors" "norm tags: 1 (default \"policy\")" \
-            "cameras 2 (observation.images.top, observation.images.wrist)" "flow steps 2" "joint frame: state signs ["; do
+            "cameras 2, in this order: observation.images.top, observation.images.wrist" "flow steps 2" "joint frame: state signs ["; do
     grep -qF -- "$want" <<<"$out" && pass "lerobot_inspect: '$want'" || fail "lerobot_inspect: no '$want' in: $out"
 done
-grep -q "actions 12 x 8" <<<"$out" && pass "lerobot_inspect_horizon (chunk_size 12 over the base's max_action_horizon)" \
-    || fail "lerobot_inspect_horizon: $(grep ' policy:' <<<"$out")"
+grep -q "actions \[[0-9]* x 8\].*" <<<"$out" && grep -q "rows of a horizon of 12;" <<<"$out" \
+    && pass "lerobot_inspect_horizon (chunk_size 12 over the base's max_action_horizon)" \
+    || fail "lerobot_inspect_horizon: $(grep -A4 ' policy' <<<"$out")"
+# the caller's contract names the dims as the config's dataset_feature_names do (the generator's joint_i ... gripper)
+grep -qF "send: state [8] joint_0, joint_1, joint_2, joint_3, joint_4, joint_5, joint_6, gripper" <<<"$out" \
+    && pass "lerobot_inspect_names (state dims named from dataset_feature_names)" \
+    || fail "lerobot_inspect_names: $(grep -A4 ' policy' <<<"$out")"
 
 # ---- the hub cache: repo ids, revisions, HF_HUB_CACHE and HF_HOME, bit for bit equal to the folders
 cache_put() {  # cache root, repo id, folder, commit: snapshots/COMMIT/* symlinked into blobs/SHA256, refs/main
@@ -169,7 +174,7 @@ print(' '.join(str(s.getsockname()[1]) for s in ss))")
         MACT_BIN="$MACT" "$PY" tests/serve/test_policy_folder.py "$T/A" "$T" "$P1" "$P2" "$P3" "$P4" "$T/pb" "$T/serve.log"
     else fail "lerobot_serve_ready: $(tail -3 "$T/serve.log")"; fi
     kill -TERM $SPID 2>/dev/null; wait $SPID 2>/dev/null
-else fail "lerobot_serve: python3-websockets/-msgpack/-requests/-grpcio/-grpc-tools/torch missing (scripts/setup.sh)"; fi
+else fail "lerobot_serve: python3-websockets/-msgpack/-requests/-grpcio/-grpc-tools/torch missing (scripts/setup.sh --test)"; fi
 
 # ---- bad inputs: each a named error, and nothing computed
 bad() {  # name, expected fragment, folder edit (python on config c / folder d), [model reference]

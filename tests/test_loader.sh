@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: via-engine
 # Loader refusals through the CLI: every broken checkpoint is a distinct, clear error (never a crash),
 # and the LeRobot and LeRobot+LoRA layouts load and match the reference (which merges LoRA itself).
 set -u

@@ -65,7 +65,7 @@ out=$($MACT run --model "$T/good" --image "$T/cam.npy" --image "$T/cam.npy" --ta
 # --state takes every finite decimal strtod reads: an underflow (1e-310, a subnormal) and long digit strings are
 # numbers; the actions equal those of the value they round to in float32 (0, 0.1); past float32's range and
 # non-numbers are refused by name
-state_run() { $MACT run --model "$T/good" --image "$T/cam.npy" --task "pick up the cube" --state "$1" --seed 3 --json 2>&1; }
+state_run() { $MACT run --model "$T/good" --image "$T/cam.npy" --image "$T/cam.npy" --task "pick up the cube" --state "$1" --seed 3 --json 2>&1; }
 ref0=$(state_run "0,0.2,0.3,0.4,0.5,0.6,0.7,0.8"); ref1=$(state_run "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8")
 [ "${ref0%%\"n_tokens*}" != "${ref1%%\"n_tokens*}" ] && echo "PASS state_values_matter (0 and 0.1 give different actions)" \
     || echo "FAIL state_values_matter: the state's first value does not change the actions: the checks below prove nothing"
@@ -85,7 +85,7 @@ done
 # --dump writes into a sibling temporary folder and moves it into place at the end: a failed write (here the
 # file-size limit hit at the first, largest file) leaves neither the folder nor a temporary one; an existing
 # folder gets every file replaced, or none when one destination is not a regular file
-dump_run() { $MACT run --model "$T/good" --image "$T/cam.npy" --task "pick up the cube" \
+dump_run() { $MACT run --model "$T/good" --image "$T/cam.npy" --image "$T/cam.npy" --task "pick up the cube" \
              --state "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8" --seed 3 --dump "$1" >"$1.log" 2>&1; }
 D="$T/dumps"; mkdir -p "$D"
 ( trap '' XFSZ; ulimit -f 64; dump_run "$D/limited" ); rc=$?

@@ -19,17 +19,32 @@ T=${MACT_TMP:-$(mktemp -d)}/parity; mkdir -p "$T"
 SEED=${SEED:-$(( (RANDOM << 15) | RANDOM ))}
 echo "INFO seed $SEED (replay with SEED=$SEED)"
 n=0
+# MACT_GOLDEN_CACHE=DIR (.ci/run): a case's checkpoint and golden files are made once per seed, arguments and
+# reference sources and hard-linked into the later passes (ASan, the reference kernels), which test mact against
+# the same reference output, not the reference again
+golden_key() { { printf '%s\n' "$@"; cat tests/reference/*.py; } | sha256sum | cut -c1-32; }
 run_case() {  # name, gen args (quoted), golden args (quoted), [parity args]
     local name=$1 gen=$2 gold=$3 par=${4:-}
     n=$((n + 1))
-    local ck="$T/ck_$name" gd="$T/g_$name" s=$((SEED + n * 7919))
-    if ! $PY tests/reference/gen_checkpoint.py $gen "$ck" --seed $s >"$T/$name.gen.log" 2>&1; then
-        echo "FAIL parity_$name: checkpoint generator failed"; tail -5 "$T/$name.gen.log"; return; fi
-    if [ -n "${CRAFT:-}" ]; then
-        $PY tests/reference/mutate_checkpoint.py "$ck" "$ck.c" "$CRAFT" $s >/dev/null && rm -rf "$ck" && mv "$ck.c" "$ck"
+    local ck="$T/ck_$name" gd="$T/g_$name" s=$((SEED + n * 7919)) cache=""
+    [ -n "${MACT_GOLDEN_CACHE:-}" ] && cache="$MACT_GOLDEN_CACHE/parity_$(golden_key "$gen" "$gold" "$s" "${CRAFT:-}")"
+    rm -rf "$ck" "$gd"
+    if [ -n "$cache" ] && [ -d "$cache/gd" ] && cp -al "$cache/ck" "$ck" && cp -al "$cache/gd" "$gd"; then
+        echo "INFO $name: checkpoint and golden files from $cache (made earlier in this run, seed $s)"
+        : >"$T/$name.gold.log"
+    else
+        if ! $PY tests/reference/gen_checkpoint.py $gen "$ck" --seed $s >"$T/$name.gen.log" 2>&1; then
+            echo "FAIL parity_$name: checkpoint generator failed"; tail -5 "$T/$name.gen.log"; return; fi
+        if [ -n "${CRAFT:-}" ]; then
+            $PY tests/reference/mutate_checkpoint.py "$ck" "$ck.c" "$CRAFT" $s >/dev/null && rm -rf "$ck" && mv "$ck.c" "$ck"
+        fi
+        if ! $PY tests/reference/make_golden.py "$ck" "$gd" --seed $((s + 1)) $gold >"$T/$name.gold.log" 2>&1; then
+            echo "FAIL parity_$name: reference failed"; tail -5 "$T/$name.gold.log"; return; fi
+        if [ -n "$cache" ]; then   # into a temporary name, then renamed: a killed run leaves no half cache
+            rm -rf "$cache.tmp" && mkdir -p "$cache.tmp" && cp -al "$ck" "$cache.tmp/ck" && cp -al "$gd" "$cache.tmp/gd" &&
+                mv "$cache.tmp" "$cache" || rm -rf "$cache.tmp"
+        fi
     fi
-    if ! $PY tests/reference/make_golden.py "$ck" "$gd" --seed $((s + 1)) $gold >"$T/$name.gold.log" 2>&1; then
-        echo "FAIL parity_$name: reference failed"; tail -5 "$T/$name.gold.log"; return; fi
     $MACT parity "$gd" --model "$ck" $par >"$T/$name.parity.log" 2>&1
     local rc=$?
     awk -v n="$name" 'NR > 1 && ($NF == "PASS" || $NF == "FAIL") && NF >= 7 {

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: via-engine
 # `mact parity` itself: a golden set without llm_splits in trace.json still runs every split (ranges
 # from the keys), a boundary file that cannot be run is a FAIL (never a pass), an empty directory is an
 # error, and a wrong answer is caught (the gate can fail); the RTC boundaries and trace.json "rtc" likewise.

@@ -19,7 +19,7 @@ fail=0
 bad() { echo "FAIL $1: $2"; fail=1; }
 
 if [ ! -x "$TOOL" ]; then echo "FAIL pickle_tool: $TOOL not built (make)"; exit 1; fi
-if ! "$PY" -c 'import numpy' 2>/dev/null; then echo "FAIL pickle_numpy: $PY has no numpy (scripts/setup.sh installs python3-numpy)"; exit 1; fi
+if ! "$PY" -c 'import numpy' 2>/dev/null; then echo "FAIL pickle_numpy: $PY has no numpy (scripts/setup.sh --test installs python3-numpy)"; exit 1; fi
 if ! "$PY" tests/pickle/pk_cases.py gen "$T" >"$T/gen.log" 2>&1; then
     echo "FAIL pickle_gen: tests/pickle/pk_cases.py gen failed:"; tail -5 "$T/gen.log" | sed 's/^/    /'; exit 1
 fi
@@ -75,7 +75,7 @@ grep -q "max_input (4096)" <<<"$out" && echo "PASS pickle_limit_input" || bad pi
 
 # ---- the writer: LeRobot's client unpickles the reply ----
 if ! "$PY" -c 'import torch' 2>/dev/null; then
-    echo "FAIL pickle_writer: $PY has no torch (scripts/setup.sh installs python3-torch)"; exit 1
+    echo "FAIL pickle_writer: $PY has no torch (scripts/setup.sh --test installs python3-torch)"; exit 1
 fi
 "$PY" - "$T/actions.f32" <<'EOF'
 import sys, numpy as np

@@ -18,8 +18,16 @@ fi
 $MACT synth tiny "$T/model" --seed "$SEED" >/dev/null || { echo "FAIL predict_synth: mact synth tiny failed"; exit 1; }
 . "$(dirname "$0")/predict_case.sh"
 run_case two_cams 2
-run_case one_cam 1 "put the bowl on the plate"
-run_case three_cams_unicode 3 "  Instruction: Öffne die Schublade — und lege den Würfel hinein.  "
+# one and three cameras: the same weights under a tag that names that many (the tag's count is the one input rule)
+cams_model() {  # N -> $T/model_cams_N
+    rm -rf "$T/model_cams_$1"; cp -r "$T/model" "$T/model_cams_$1"
+    $PY -c 'import json, sys
+p, n = sys.argv[1], int(sys.argv[2]); ns = json.load(open(p))
+for t in ns["metadata_by_tag"].values(): t["camera_keys"] = ["observation.images.cam%d" % i for i in range(n)]
+json.dump(ns, open(p, "w"))' "$T/model_cams_$1/norm_stats.json" "$1"
+}
+cams_model 1 && MODEL="$T/model_cams_1" run_case one_cam 1 "put the bowl on the plate"
+cams_model 3 && MODEL="$T/model_cams_3" run_case three_cams_unicode 3 "  Instruction: Öffne die Schublade — und lege den Würfel hinein.  "
 # the real widths (ViT 1152, LLM 2560, expert 768): `mact synth wide`
 if [ "${MACT_PARITY_WIDE:-1}" != 0 ]; then
     if $MACT synth wide "$T/model_wide" --seed $((SEED + 99)) >/dev/null; then
@@ -85,7 +93,7 @@ bad state_len "expects 8" "${ok_args[@]}" --state "1,2,3"
 bad state_nan "must be finite" "${ok_args[@]}" --state "$(sed 's/^[^,]*/nan/' <<<"$st")"
 bad state_inf "must be finite" "${ok_args[@]}" --state "$(sed 's/^[^,]*/inf/' <<<"$st")"
 bad norm_tag "valid tags: libero" "${ok_args[@]}" --state "$st" --norm-tag nosuchtag
-bad utf8 "UTF-8" --image "$d/cam0.png" --task "$(printf 'bad \xff\xfe bytes')" --state "$st"
+bad utf8 "UTF-8" --image "$d/cam0.png" --image "$d/cam1.npy" --task "$(printf 'bad \xff\xfe bytes')" --state "$st"
 bad long_prompt "longer than" "${ok_args[@]}" --state "$st" --task "$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/aaaa/ab c/g')"
 bad npy_shape "HxWx3" --image "$d/noise.npy" --task t --state "$st"
 bad noise_shape "noise" "${ok_args[@]}" --state "$st" --noise "$d/dump/input_ids.npy"

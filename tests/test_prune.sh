@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# kernels: via-engine
 # The ViT pruning tools (docs/compression.md) against the PyTorch reference (tests/reference/prune_ref.py) on
 # fresh random tiny checkpoints and frames (SEED printed; SEED=... replays). Thresholds, printed on every line:
 #   SNR per block:          |mact - reference| <= 1e-3 dB (fp32 both sides)
@@ -214,7 +215,7 @@ d = max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(a["snr_db"], b["snr_db"]
 assert d <= 1e-9, (a["snr_db"], b["snr_db"])
 print(f"24 frames, SNR per block equal to the PNG frames' within {d:.1g} relative (threshold 1e-9)")
 PYEOF
-$MACT synth-dataset "$T/ds_noimg" --robot so101 --episodes 2 --seed 5 >/dev/null 2>&1
+$MACT synth-dataset "$T/ds_noimg" --robot so101 --no-cameras --episodes 2 --seed 5 >/dev/null 2>&1
 $MACT prune-analyze --model "$T/A" --dataset "$T/ds_noimg" >"$T/ds2.log" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "no image feature" "$T/ds2.log" && pass "prune_analyze_dataset_without_images_refused ($(head -1 "$T/ds2.log"))" ||
     fail "prune_analyze_dataset_without_images_refused: exit $rc: $(head -1 "$T/ds2.log")"

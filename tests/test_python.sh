@@ -18,7 +18,7 @@ pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
 
 if ! "$PY" -c 'import numpy, PIL' 2>"$T/import.log"; then
-    fail python_deps "$PY lacks numpy or PIL (scripts/setup.sh installs python3-numpy python3-pil): $(tail -1 "$T/import.log")"
+    fail python_deps "$PY lacks numpy or PIL (scripts/setup.sh --test installs python3-numpy python3-pil): $(tail -1 "$T/import.log")"
     exit 1
 fi
 LIB=$(cd "$BUILD" && pwd)/libmact.so

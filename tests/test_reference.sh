@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# kernels: none
+# asan: skip (the PyTorch reference checking itself: no mact code runs)
 # Self-check of the PyTorch fp32 reference (tests/reference/): generates tiny random checkpoints and
 # golden files and checks their internal consistency. Prints `PASS name` / `FAIL name: why` lines.
 # Uses $PYTHON (default /usr/bin/python3, Debian's torch) and a temp dir under $MACT_TMP (or /tmp).

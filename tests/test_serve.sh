@@ -6,7 +6,7 @@
 # real-time chunking keys per protocol and vla-eval --replan-steps (tests/serve/test_rtc.py).
 NAME=serve
 . "$(dirname "$0")/serve/lib.sh"
-"$PY" -c "import websockets, msgpack, requests, numpy, PIL" 2>/dev/null || { failt serve_python_deps "python3-websockets/-msgpack/-requests/-numpy/-pil missing (scripts/setup.sh)"; exit 1; }
+"$PY" -c "import websockets, msgpack, requests, numpy, PIL" 2>/dev/null || { failt serve_python_deps "python3-websockets/-msgpack/-requests/-numpy/-pil missing (scripts/setup.sh --test)"; exit 1; }
 [ -d "$T/tiny" ] || "$MACT" synth tiny "$T/tiny" >/dev/null || { failt serve_synth "mact synth tiny failed"; exit 1; }
 start "$T/serve1.log" --openpi @A --act @B --vla-eval @C --max-message-mb 4 --idle-timeout 3
 if ! wait_ready "$SPID" "$A"; then failt serve_ready "server did not become ready: $(tail -3 "$T/serve1.log")"; exit 1; fi
@@ -25,6 +25,19 @@ if wait_ready "$SPID" "$A"; then
     "$PY" tests/serve/test_auth_busy.py "$A" "$B" "$C" || fail=1
     stop || failt serve2_exit "exit status $?"
 else failt serve2_ready "$(tail -3 "$T/serve2.log")"; fi
+
+# /act's YAM keys on a checkpoint whose tag names three cameras (the same tiny weights, the tag's camera_keys three)
+rm -rf "$T/tiny_yam"; cp -r "$T/tiny" "$T/tiny_yam"
+"$PY" -c 'import json, sys
+ns = json.load(open(sys.argv[1]))
+for t in ns["metadata_by_tag"].values():
+    t["camera_keys"] = ["observation.images.top", "observation.images.left", "observation.images.right"]
+json.dump(ns, open(sys.argv[1], "w"))' "$T/tiny_yam/norm_stats.json"
+SERVE_MODEL="$T/tiny_yam" start "$T/serve_yam.log" --act @B
+if wait_ready "$SPID" "$B"; then
+    "$PY" tests/serve/test_yam.py "$T/tiny_yam" "$T" "$B" || fail=1
+    stop || failt serve_yam_exit "exit status $?"
+else failt serve_yam_ready "$(tail -3 "$T/serve_yam.log")"; fi
 
 # real-time chunking: RTC keys on every protocol (bitwise `mact run --prev-actions`), bad keys, vla-eval re-planning
 start "$T/serve4.log" --openpi @A --act @B --vla-eval @C --replan-steps 3 --replan-schedule ones

@@ -7,7 +7,7 @@
 NAME=serve_lerobot
 . "$(dirname "$0")/serve/lib.sh"
 "$PY" -c "import grpc, grpc_tools, numpy, torch, PIL" 2>/dev/null \
-    || { failt lerobot_python_deps "python3-grpcio / python3-grpc-tools / numpy / torch / pil missing (scripts/setup.sh)"; exit 1; }
+    || { failt lerobot_python_deps "python3-grpcio / python3-grpc-tools / numpy / torch / pil missing (scripts/setup.sh --test)"; exit 1; }
 "$MACT" serve --help 2>&1 | grep -q -- "--lerobot PORT" || { failt lerobot_built "this mact serve has no --lerobot"; exit 1; }
 [ -d "$T/tiny" ] || "$MACT" synth tiny "$T/tiny" >/dev/null || { failt lerobot_synth "mact synth tiny failed"; exit 1; }
 mkdir -p "$T/pb"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
+# asan: skip (the scheduler's environment; eval's sharding runs under ASan in test_dataset_eval.sh)
 # Sharded open-loop evaluation on a real scheduler: a one-node Slurm cluster (munged, slurmctld, slurmd),
 # every path, key and port of it in a scratch folder, runs `mact eval` as an array job and `mact eval merge`
 # as a job depending on it (the Slurm recipe of docs/cluster.md):
@@ -17,7 +18,7 @@
 #   slurm_requeue_skips    `scontrol requeue` of task 1 after one of its episode files was removed (what a
 #                          task killed mid-way leaves): only that episode is computed again (same bytes), the
 #                          others are skipped (mtime kept), and a second merge is byte-equal again
-# Needs root and munge + slurmctld + slurmd + slurm-client (scripts/setup.sh installs them; CI has them);
+# Needs root and munge + slurmctld + slurmd + slurm-client (scripts/setup.sh --test installs them; CI has them);
 # without them it prints one INFO line and skips. Full tier (tests/run.sh, make test): ~7 s on 2 cores,
 # ~40 s under ASan or MACT_KERNELS=ref.
 set -u
@@ -28,7 +29,7 @@ PY=${PYTHON:-/usr/bin/python3}
 PATH="$PATH:/usr/sbin:/sbin"
 missing=
 for b in munged slurmctld slurmd sbatch squeue scontrol sinfo; do command -v "$b" >/dev/null 2>&1 || missing="$missing $b"; done
-if [ -n "$missing" ]; then echo "INFO test_slurm: skipped, missing:$missing (CI must have them: scripts/setup.sh)"; exit 0; fi
+if [ -n "$missing" ]; then echo "INFO test_slurm: skipped, missing:$missing (CI must have them: scripts/setup.sh --test)"; exit 0; fi
 if [ "$(id -u)" != 0 ]; then echo "INFO test_slurm: skipped, needs root (slurmd runs the jobs as SlurmdUser=root)"; exit 0; fi
 [ -x "$MACT" ] || { echo "FAIL slurm_setup: $MACT missing (run make)"; exit 1; }
 # this test may itself run inside a Slurm job or a Kubernetes pod: their shard variables must not reach eval

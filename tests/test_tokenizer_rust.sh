@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
+# asan: skip (equality with HF's Rust tokenizers; the tokenizer runs under ASan in test_tokenizer and fuzz_tokenizer)
 # Parity of mact's tokenizer (src/io/tokenizer.c) with Hugging Face's Rust `tokenizers` (Node build), on
 # the real Qwen3 tokenizer.json and on the MolmoAct2-extended one, over a fresh random corpus of
 # TOKENIZER_CORPUS_SIZE (default 3000) strings per run (seed printed; TOKENIZER_SEED=N replays it).

@@ -11,9 +11,9 @@
 #include "commands.h"
 #include "common/cli.h"
 
-static int usage(void)
+static int usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: mact eval --dataset DIR --out DIR [--model DIR | --norm-stats FILE] [--norm-tag T]\n"
             "       [--policy model|hold|replay] [--episodes A:B|I,J,...] [--horizon H] [--first-k 5,10,30]\n"
             "       [--static-threshold X] [--seed S] [--steps N] [--camera KEY ...] [--action-key K] [--state-key K]\n"
@@ -27,6 +27,13 @@ static int usage(void)
             "          (execute K rows of each chunk, D of them from the old chunk while inferring; with and without RTC)\n"
             "       [--shard I/N]   (else $JOB_COMPLETION_INDEX/$JOB_COMPLETION_COUNT or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)\n"
             "       mact eval merge --out DIR [--allow-partial] SHARD_DIR ...\n");
+    return 2;
+}
+
+static int merge_usage(FILE *f)
+{
+    fprintf(f, "usage: mact eval merge --out DIR [--allow-partial] [--first-k 5,10,30] SHARD_DIR ...\n"
+               "  the shards' OUT folders of a sharded mact eval (--shard I/N) as one result in DIR\n");
     return 2;
 }
 
@@ -131,11 +138,11 @@ static int merge(int argc, char **argv)
     const char *dirs[256];
     first_k fk = {.n = 0};
     const cli_opt opts[] = {
-        CLI_O("--out", CLI_STR, &o.out), CLI_O("--allow-partial", CLI_FLAG, &o.allow_partial),
+        CLI_O("--out", CLI_STR, &o.out, .required = 1), CLI_O("--allow-partial", CLI_FLAG, &o.allow_partial),
         CLI_O("--first-k", CLI_FN, &fk, .fn = parse_first_k), {0}};
-    int rc = cli_parse("mact eval merge", argc, argv, opts, dirs, 256, &o.n_dirs, 0, usage);
-    if (rc) return rc;
-    if (!o.out || !o.n_dirs) return usage();
+    int rc = cli_parse("mact eval merge", argc, argv, opts, dirs, 256, &o.n_dirs, merge_usage);
+    if (rc) return cli_exit(rc);
+    if (!o.n_dirs) return cli_missing("mact eval merge", "SHARD_DIR (one or more)", merge_usage);
     o.dirs = dirs;
     o.first_k = fk.v;
     o.n_first_k = fk.n;
@@ -260,7 +267,8 @@ int cmd_eval(int argc, char **argv)
                                             "--rtc-guidance", "--no-rtc-compare"};
     int thr_given = 0;
     const cli_opt opts[] = {
-        CLI_O("--dataset", CLI_STR, &o.dataset), CLI_O("--out", CLI_STR, &o.out), CLI_O("--model", CLI_STR, &P.model),
+        CLI_O("--dataset", CLI_STR, &o.dataset, .required = 1), CLI_O("--out", CLI_STR, &o.out, .required = 1),
+        CLI_O("--model", CLI_STR, &P.model),
         CLI_O("--norm-stats", CLI_STR, &P.norm_stats), CLI_O("--norm-tag", CLI_STR, &P.tag),
         CLI_O("--precision", CLI_FN, &P.precision, .fn = cli_precision),
         CLI_O("--int8-parts", CLI_FN, &P.int8_parts, .fn = cli_int8_parts), CLI_O("--threads", CLI_THREADS, &P.threads),
@@ -281,8 +289,8 @@ int cmd_eval(int argc, char **argv)
         CLI_O("--so101-transform", CLI_FLAG, &so101), CLI_O("--joint-signs", CLI_FN, &js, .fn = parse_joints),
         CLI_O("--joint-offsets", CLI_FN, &jo, .fn = parse_joints),
         CLI_O("--shard", CLI_FN, shard, .fn = parse_shard, .seen = &have_shard), {0}};
-    int rc = cli_parse("mact eval", argc, argv, opts, NULL, 0, NULL, 0, usage);
-    if (rc) return rc;
+    int rc = cli_parse("mact eval", argc, argv, opts, NULL, 0, NULL, usage);
+    if (rc) return cli_exit(rc);
     /* the first RTC flag in argv order, for the refusal without --replan */
     const char *rtc_flag = NULL;
     for (int i = 0; i < argc && !rtc_flag; i++)
@@ -292,7 +300,13 @@ int cmd_eval(int argc, char **argv)
     o.cameras = cams;
     o.first_k = fk.v;
     o.n_first_k = fk.n;
-    if (!o.dataset || !o.out || (o.policy == MACT_EVAL_MODEL && !P.model) || (!P.model && !P.norm_stats)) return usage();
+    if (o.policy == MACT_EVAL_MODEL && !P.model) {
+        fprintf(stderr, "mact eval: --model is required (the policy evaluated; the baselines --policy hold|replay take "
+                "--norm-stats instead)\n");
+        return usage(stderr);
+    }
+    if (!P.model && !P.norm_stats)
+        return cli_missing("mact eval", "--model or --norm-stats (the baselines' normalization)", usage);
     if (P.model && P.norm_stats) {
         fprintf(stderr, "mact eval: --norm-stats is for the baselines without a model; with --model the model's norm tags are "
                 "used (drop one of them)\n");

@@ -40,14 +40,15 @@ static int cmd_export_golden(int argc, char **argv)
     const char *images[MAX_CAMS], *state = NULL, *noise_path = NULL, *out = NULL;
     int n_images = 0, has_seed = 0;
     const cli_opt opts[] = {
-        CLI_O("--model", CLI_STR, &o.model_dir), CLI_O("--image", CLI_LIST, images, .count = &n_images, .cap = MAX_CAMS),
-        CLI_O("--task", CLI_STR, &o.task), CLI_O("--state", CLI_STR, &state), CLI_O("--norm-tag", CLI_STR, &o.norm_tag),
-        CLI_O("--noise", CLI_STR, &noise_path), CLI_O("--out", CLI_STR, &out), CLI_O("--seed", CLI_U64, &o.seed, .seen = &has_seed),
+        CLI_O("--model", CLI_STR, &o.model_dir, .required = 1),
+        CLI_O("--image", CLI_LIST, images, .count = &n_images, .cap = MAX_CAMS, .required = 1),
+        CLI_O("--task", CLI_STR, &o.task, .required = 1), CLI_O("--state", CLI_STR, &state, .required = 1),
+        CLI_O("--norm-tag", CLI_STR, &o.norm_tag), CLI_O("--noise", CLI_STR, &noise_path),
+        CLI_O("--out", CLI_STR, &out, .required = 1), CLI_O("--seed", CLI_U64, &o.seed, .seen = &has_seed),
         CLI_O("--splits", CLI_INT, &o.splits, .lo = 1, .hi = MACT_EXPORT_MAX_SPLITS),
         CLI_O("--threads", CLI_INT, &o.threads, .lo = 0, .hi = MACT_MAX_THREADS), {0}};
-    int rc = cli_parse("mact export golden", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN | CLI_SAY_MISSING, NULL);
-    if (rc) return rc;
-    if (!o.model_dir || !n_images || !o.task || !state || !out) return usage_export(stderr);
+    int rc = cli_parse("mact export golden", argc, argv, opts, NULL, 0, NULL, usage_export);
+    if (rc) return cli_exit(rc);
     if (has_seed && noise_path) { fprintf(stderr, "mact export golden: --seed and --noise exclude each other\n"); return 2; }
     float st[64];
     int ns = 0;
@@ -96,14 +97,14 @@ static int cmd_export_onnx(int argc, char **argv)
     mact_export_onnx_options o = {0};
     const char *out = NULL;
     const cli_opt opts[] = {
-        CLI_O("--model", CLI_STR, &o.model_dir), CLI_O("--out", CLI_STR, &out), CLI_O("--norm-tag", CLI_STR, &o.norm_tag),
+        CLI_O("--model", CLI_STR, &o.model_dir, .required = 1), CLI_O("--out", CLI_STR, &out, .required = 1),
+        CLI_O("--norm-tag", CLI_STR, &o.norm_tag),
         CLI_O("--splits", CLI_INT, &o.splits, .lo = 1, .hi = MACT_EXPORT_MAX_SPLITS), CLI_O("--only", CLI_STR, &o.only),
         CLI_O("--n-images", CLI_INT, &o.n_images, .lo = 1, .hi = 64), CLI_O("--seq-len", CLI_INT, &o.seq_len, .lo = 1, .hi = 1 << 20),
         CLI_O("--weights", CLI_FN, &o.weights, .fn = parse_weights),
         CLI_O("--grid-sample", CLI_FN, &o.grid_sample, .fn = parse_grid_sample), {0}};
-    int rc = cli_parse("mact export onnx", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN | CLI_SAY_MISSING, NULL);
-    if (rc) return rc;
-    if (!o.model_dir || !out) return usage_export(stderr);
+    int rc = cli_parse("mact export onnx", argc, argv, opts, NULL, 0, NULL, usage_export);
+    if (rc) return cli_exit(rc);
     char err[1024];
     if (mact_export_onnx(&o, out, stdout, err, sizeof err)) { fprintf(stderr, "mact export onnx: %s\n", err); return 1; }
     return 0;
@@ -111,10 +112,13 @@ static int cmd_export_onnx(int argc, char **argv)
 
 int cmd_export(int argc, char **argv)
 {
-    if (argc < 1) return usage_export(stderr);
+    if (argc < 1) { fprintf(stderr, "mact export: which one: golden or onnx?\n"); return usage_export(stderr); }
     if (!strcmp(argv[0], "golden")) return cmd_export_golden(argc - 1, argv + 1);
     if (!strcmp(argv[0], "onnx")) return cmd_export_onnx(argc - 1, argv + 1);
-    if (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) { usage_export(stdout); return 0; }
-    fprintf(stderr, "mact export: unknown target '%s' (golden or onnx)\n", argv[0]);
+    if (cli_is_help(argv[0])) { usage_export(stdout); return 0; }
+    static const char *const targets[] = {"golden", "onnx"};
+    const char *near = cli_nearest(argv[0], strlen(argv[0]), targets, 2);
+    if (near) fprintf(stderr, "mact export: unknown target '%s'; did you mean %s?\n", argv[0], near);
+    else fprintf(stderr, "mact export: unknown target '%s' (golden or onnx)\n", argv[0]);
     return usage_export(stderr);
 }

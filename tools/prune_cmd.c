@@ -1,6 +1,6 @@
 /* `mact prune-analyze`, `mact prune`, `mact distill-eval`: the ViT depth-pruning tools of the SO-101 card's
  * Stage 1 (docs/compression.md); flags in, the compression toolkit (include/mact_compress.h) out, and
- * prune-analyze's bar chart. --opt=value is accepted as --opt value. */
+ * prune-analyze's bar chart. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +12,9 @@
 
 #define MAX_IMAGES 4096
 
-static int usage_prune(void)
+static int usage_prune(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: mact prune-analyze --model DIR --image F [--image F ...] [--json F] [--png F] [--target-depth D]\n"
             "                          [--precision fp32|bf16|int8] [--int8-parts P] [--threads N]\n"
             "         per ViT block: SNR = 10 log10(E||in||^2 / E||out - in||^2), E over tokens and images; D: a\n"
@@ -80,6 +80,18 @@ static int bar_chart(const char *path, const mact_snr_result *r, int has_keep, c
     return rc;
 }
 
+/* the analyses' frames come from --image files or from --dataset, one of the two: 0, or 2 after saying what is
+ * wrong */
+static int frames_source(const char *prog, int n_images, const char *dataset, int n_frames)
+{
+    const char *why = n_images && dataset ? "--image and --dataset exclude each other"
+                    : n_frames && !dataset ? "--frames counts --dataset's frames" : NULL;
+    if (!n_images && !dataset) return cli_missing(prog, "--image F (one or more) or --dataset DIR", usage_prune);
+    if (!why) return 0;
+    fprintf(stderr, "%s: %s\n", prog, why);
+    return usage_prune(stderr);
+}
+
 /* the analyses' model options: fp32 (the exact mode) unless --precision says otherwise */
 typedef struct {
     mact_load_options lo;
@@ -93,14 +105,15 @@ int cmd_prune_analyze(int argc, char **argv)
     analysis_model am = {.lo = {.precision = MACT_PRECISION_FP32}};
     frames_arg fa = {1000000, &o.n_frames};
     const cli_opt opts[] = {
-        CLI_O("--model", CLI_STR, &o.model), CLI_O("--image", CLI_LIST, images, .count = &o.n_images, .cap = MAX_IMAGES),
+        CLI_O("--model", CLI_STR, &o.model, .required = 1),
+        CLI_O("--image", CLI_LIST, images, .count = &o.n_images, .cap = MAX_IMAGES),
         CLI_O("--json", CLI_STR, &json), CLI_O("--png", CLI_STR, &png), CLI_O("--target-depth", CLI_FN, &o.target_depth, .fn = parse_depth),
         CLI_O("--threads", CLI_THREADS, &am.threads), CLI_O("--precision", CLI_FN, &am.lo.precision, .fn = cli_precision),
         CLI_O("--int8-parts", CLI_FN, &am.lo.int8_parts, .fn = cli_int8_parts),
         CLI_O("--dataset", CLI_STR, &o.dataset), CLI_O("--frames", CLI_FN, &fa, .fn = parse_frames), {0}};
-    int rc = cli_parse("mact prune-analyze", argc, argv, opts, NULL, 0, NULL, CLI_EQ, usage_prune);
-    if (rc) return rc;
-    if (!o.model || (!o.n_images == !o.dataset) || (o.n_frames && !o.dataset)) return usage_prune();
+    int rc = cli_parse("mact prune-analyze", argc, argv, opts, NULL, 0, NULL, usage_prune);
+    if (rc) return cli_exit(rc);
+    if ((rc = frames_source("mact prune-analyze", o.n_images, o.dataset, o.n_frames))) return rc;
     mact_model *m;
     if (cli_open_session("mact prune-analyze", o.model, &am.lo, am.threads, 1, &m, &o.session)) return 1;
     char err[4096];
@@ -118,11 +131,11 @@ int cmd_prune_analyze(int argc, char **argv)
 int cmd_prune(int argc, char **argv)
 {
     const char *model = NULL, *out = NULL, *keep_s = NULL, *taps_s = NULL;
-    const cli_opt opts[] = {CLI_O("--model", CLI_STR, &model), CLI_O("--out", CLI_STR, &out), CLI_O("--keep", CLI_STR, &keep_s),
-                            CLI_O("--taps", CLI_STR, &taps_s), {0}};
-    int rc = cli_parse("mact prune", argc, argv, opts, NULL, 0, NULL, CLI_EQ, usage_prune);
-    if (rc) return rc;
-    if (!model || !out || !keep_s) return usage_prune();
+    const cli_opt opts[] = {
+        CLI_O("--model", CLI_STR, &model, .required = 1), CLI_O("--out", CLI_STR, &out, .required = 1),
+        CLI_O("--keep", CLI_STR, &keep_s, .required = 1), CLI_O("--taps", CLI_STR, &taps_s), {0}};
+    int rc = cli_parse("mact prune", argc, argv, opts, NULL, 0, NULL, usage_prune);
+    if (rc) return cli_exit(rc);
     static int keep[MACT_PRUNE_MAX_BLOCKS];
     int nk = 0, taps[MACT_PRUNE_MAX_TAPS], nt = 0;
     if (cli_parse_ints(keep_s, -1000000, 1000000, keep, MACT_PRUNE_MAX_BLOCKS, &nk)) {
@@ -149,14 +162,15 @@ int cmd_distill_eval(int argc, char **argv)
     analysis_model am = {.lo = {.precision = MACT_PRECISION_FP32}};
     frames_arg fa = {MAX_IMAGES, &o.n_frames};
     const cli_opt opts[] = {
-        CLI_O("--teacher", CLI_STR, &teacher), CLI_O("--student", CLI_STR, &student), CLI_O("--json", CLI_STR, &o.json),
+        CLI_O("--teacher", CLI_STR, &teacher, .required = 1), CLI_O("--student", CLI_STR, &student, .required = 1),
+        CLI_O("--json", CLI_STR, &o.json),
         CLI_O("--threads", CLI_THREADS, &am.threads), CLI_O("--image", CLI_LIST, images, .count = &o.n_images, .cap = MAX_IMAGES),
         CLI_O("--precision", CLI_FN, &am.lo.precision, .fn = cli_precision),
         CLI_O("--int8-parts", CLI_FN, &am.lo.int8_parts, .fn = cli_int8_parts), CLI_O("--dataset", CLI_STR, &o.dataset),
         CLI_O("--frames", CLI_FN, &fa, .fn = parse_frames), {0}};
-    int rc = cli_parse("mact distill-eval", argc, argv, opts, NULL, 0, NULL, CLI_EQ, usage_prune);
-    if (rc) return rc;
-    if (!teacher || !student || (!o.n_images == !o.dataset) || (o.n_frames && !o.dataset)) return usage_prune();
+    int rc = cli_parse("mact distill-eval", argc, argv, opts, NULL, 0, NULL, usage_prune);
+    if (rc) return cli_exit(rc);
+    if ((rc = frames_source("mact distill-eval", o.n_images, o.dataset, o.n_frames))) return rc;
     mact_model *mt = NULL, *ms = NULL;
     if (cli_open_session("mact distill-eval", teacher, &am.lo, am.threads, 1, &mt, &o.teacher)) return 1;
     if (cli_open_session("mact distill-eval", student, &am.lo, am.threads, 1, &ms, &o.student)) rc = 1;

@@ -15,7 +15,7 @@
 
 #define MAX_CAMS 8
 
-static int dump_tensor(const mact_session *s, const char *dir, const char *name, char *err, size_t el)
+static int dump_tensor(mact_session *s, const char *dir, const char *name, char *err, size_t el)
 {
     mact_tensor_view v;
     if (mact_session_tensor(s, name, &v)) return 0;
@@ -45,7 +45,7 @@ static void remove_dump_tmp(const char *tmp)
     rmdir(tmp);
 }
 
-static int write_dump(const mact_session *s, const char *dir, const float *actions, int steps, int adim)
+static int write_dump(mact_session *s, const char *dir, const float *actions, int steps, int adim)
 {
     char tmp[4200], err[1024], p[4200], q[4200];
     if (strlen(dir) > 4000) { fprintf(stderr, "mact: --dump: the folder's path is longer than 4000 bytes\n"); return -1; }
@@ -214,16 +214,16 @@ out:
     return rc;
 }
 
-static int run_usage(void)
+static int run_usage(FILE *f)
 {
-    fprintf(stderr, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
-                    "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
-                    "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32|int8 (default bf16)]\n"
-                    "       [--int8-parts llm,vision,expert|all (int8: the components quantized; default llm)]\n"
-                    "       [--pack-cache DIR (cache of the repacked weights; default $MACT_PACK_CACHE)]\n"
-                    "       real-time chunking: [--prev-actions F.npy (float32 [n, action_dim], robot units)\n"
-                    "       --inference-delay D --execution-horizon E --rtc-schedule zeros|ones|linear|exp\n"
-                    "       --max-guidance-weight B --rtc-guidance identity|vjp]\n");
+    fprintf(f, "usage: mact run --model DIR --image A.png [--image B.jpg] --task \"...\" --state \"s0,s1,...\"\n"
+               "       [--norm-tag T] [--steps N] [--seed S | --noise F.npy] [--n-action-steps N]\n"
+               "       [--dump DIR] [--json] [--threads N] [--precision bf16|fp32|int8 (default bf16)]\n"
+               "       [--int8-parts llm,vision,expert|all (int8: the components quantized; default llm)]\n"
+               "       [--pack-cache DIR (cache of the repacked weights; default $MACT_PACK_CACHE)]\n"
+               "       real-time chunking: [--prev-actions F.npy (float32 [n, action_dim], robot units)\n"
+               "       --inference-delay D --execution-horizon E --rtc-schedule zeros|ones|linear|exp\n"
+               "       --max-guidance-weight B --rtc-guidance identity|vjp]\n");
     return 2;
 }
 
@@ -239,8 +239,10 @@ int cmd_run(int argc, char **argv)
 {
     run_args a = {0};
     const cli_opt opts[] = {
-        CLI_O("--model", CLI_STR, &a.model), CLI_O("--image", CLI_LIST, a.images, .count = &a.n_images, .cap = MAX_CAMS),
-        CLI_O("--task", CLI_STR, &a.task), CLI_O("--state", CLI_STR, &a.state), CLI_O("--norm-tag", CLI_STR, &a.norm_tag),
+        CLI_O("--model", CLI_STR, &a.model, .required = 1),
+        CLI_O("--image", CLI_LIST, a.images, .count = &a.n_images, .cap = MAX_CAMS, .required = 1),
+        CLI_O("--task", CLI_STR, &a.task, .required = 1), CLI_O("--state", CLI_STR, &a.state, .required = 1),
+        CLI_O("--norm-tag", CLI_STR, &a.norm_tag),
         CLI_O("--steps", CLI_INT, &a.steps, .lo = 1, .hi = 1000), CLI_O("--seed", CLI_U64, &a.seed),
         CLI_O("--noise", CLI_STR, &a.noise), CLI_O("--dump", CLI_STR, &a.dump), CLI_O("--json", CLI_FLAG, &a.json),
         CLI_O("--threads", CLI_THREADS, &a.threads), CLI_O("--n-action-steps", CLI_INT, &a.n_action_steps, .lo = 1, .hi = 1024),
@@ -252,9 +254,8 @@ int cmd_run(int argc, char **argv)
         CLI_O("--max-guidance-weight", CLI_FN, &a.rtc.max_guidance_weight, .fn = parse_weight),
         CLI_O("--precision", CLI_FN, &a.precision, .fn = cli_precision),
         CLI_O("--int8-parts", CLI_FN, &a.int8_parts, .fn = cli_int8_parts), {0}};
-    int rc = cli_parse("mact run", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN | CLI_SAY_MISSING, NULL);
-    if (rc) return rc;
-    if (!a.model || !a.n_images || !a.task || !a.state) return run_usage();
+    int rc = cli_parse("mact run", argc, argv, opts, NULL, 0, NULL, run_usage);
+    if (rc) return cli_exit(rc);
     if (!a.prev_actions && (a.rtc.inference_delay || a.rtc.execution_horizon || a.rtc.schedule || a.rtc.guidance ||
                             a.rtc.max_guidance_weight != 0.f)) {
         fprintf(stderr, "mact run: the real-time chunking options need --prev-actions\n");
@@ -300,17 +301,17 @@ static int demo_model(char *dir, size_t cap)
     return 0;
 }
 
-static int demo_usage(void)
+static int demo_usage(FILE *f)
 {
-    fprintf(stderr, "usage: mact demo   (no arguments: a tiny random checkpoint, cached, run end to end)\n");
+    fprintf(f, "usage: mact demo   (no arguments: a tiny random checkpoint, cached, run end to end)\n");
     return 2;
 }
 
 int cmd_demo(int argc, char **argv)
 {
     const cli_opt opts[] = {{0}};
-    int rc = cli_parse("mact demo", argc, argv, opts, NULL, 0, NULL, 0, demo_usage);
-    if (rc) return rc;
+    int rc = cli_parse("mact demo", argc, argv, opts, NULL, 0, NULL, demo_usage);
+    if (rc) return cli_exit(rc);
     char dir[4096];
     if (demo_model(dir, sizeof dir)) return 1;
     printf("mact demo: the weights are RANDOM (no real checkpoint here): the numbers show the pipeline runs end "
@@ -330,15 +331,29 @@ int cmd_demo(int argc, char **argv)
     return rc;
 }
 
+static int tokenize_usage(FILE *f)
+{
+    fprintf(f, "usage: mact tokenize --model DIR TEXT\n"
+               "  the token ids of TEXT (one argument: quote it; it may start with '-'), space-separated\n");
+    return 2;
+}
+
+/* argv read here, not by cli_parse: TEXT is any one argument, dashes and all, as it always was */
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL;
+    if (cli_help_asked(argc, argv)) { tokenize_usage(stdout); return 0; }
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+        else if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
         else if (!text) text = argv[i];
-        else text = NULL, model = NULL, i = argc;
+        else {
+            fprintf(stderr, "mact tokenize: one TEXT only (quote it): '%s' is a second\n", argv[i]);
+            return tokenize_usage(stderr);
+        }
     }
-    if (!model || !text) { fprintf(stderr, "usage: mact tokenize --model DIR TEXT\n"); return 2; }
+    if (!model || !text)
+        return cli_missing("mact tokenize", !text ? !model ? "--model and TEXT" : "TEXT" : "--model", tokenize_usage);
     char err[1024];
     mact_model *m;
     mact_load_options lo = {.no_pack = 1};  /* tokenizing needs no matmuls */

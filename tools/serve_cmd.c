@@ -47,8 +47,6 @@ static int serve_usage(FILE *f)
     return 2;
 }
 
-static int serve_usage_err(void) { return serve_usage(stderr); }
-
 static int parse_rtc_onoff(const char *s, void *dst, char *err, size_t el)
 {
     if (!strcmp(s, "on")) *(int *)dst = 1;
@@ -72,12 +70,6 @@ static int parse_key_protocols(const char *v, void *dst, char *err, size_t el)
         q += n + (q[n] == ',');
     }
     return 0;
-}
-
-/* --precision P: any name mact_precision_parse knows ("default" too); else the usage */
-static int parse_precision(const char *s, void *dst, char *err, size_t el)
-{
-    return mact_precision_parse(s, dst) ? -2 : 0;
 }
 
 static int parse_cams(const char *s, void *dst, char *err, size_t el) { return srv_keys_set_cams(dst, s) <= 0 ? -2 : 0; }
@@ -106,7 +98,7 @@ int cmd_serve(int argc, char **argv)
 {
     srv_config c;
     srv_config_defaults(&c);
-    int quiet = 0, help = 0, have_mb = 0, have_px = 0, have_beta = 0, px = 0;
+    int quiet = 0, have_mb = 0, have_px = 0, have_beta = 0, px = 0;
     double mb = 0, beta = 0;
     const cli_opt fixed[] = {
         CLI_O("--model", CLI_STR, &c.model_dir), CLI_O("--host", CLI_STR, &c.host), CLI_O("--api-key-file", CLI_STR, &c.api_key_file),
@@ -129,28 +121,31 @@ int cmd_serve(int argc, char **argv)
         CLI_O("--replan-schedule", CLI_FN, &c.replan_rtc.schedule, .fn = cli_rtc_schedule, .choices = "zeros, ones, linear or exp"),
         CLI_O("--replan-guidance", CLI_FN, &c.replan_rtc.guidance, .fn = cli_rtc_guidance, .choices = "identity or vjp"),
         CLI_O("--replan-max-guidance-weight", CLI_F64, &beta, .lo = 0, .hi = 1e30, .seen = &have_beta),
-        CLI_O("--pack-cache", CLI_STR, &c.pack_cache), CLI_O("--precision", CLI_FN, &c.precision, .fn = parse_precision),
+        CLI_O("--pack-cache", CLI_STR, &c.pack_cache), CLI_O("--precision", CLI_FN, &c.precision, .fn = cli_precision),
         CLI_O("--int8-parts", CLI_FN, &c.int8_parts, .fn = cli_int8_parts),
-        CLI_O("--yam-images", CLI_FN, &c.yam_keys, .fn = parse_cams), CLI_O("--quiet", CLI_FLAG, &quiet),
-        CLI_O("-h", CLI_HELP, &help), CLI_O("--help", CLI_HELP, &help)};
+        CLI_O("--yam-images", CLI_FN, &c.yam_keys, .fn = parse_cams), CLI_O("--quiet", CLI_FLAG, &quiet)};
     enum { NFIXED = sizeof fixed / sizeof fixed[0] };
     cli_opt opts[NFIXED + 4 * SRV_NPROTO + 1];
     proto_flags names;
     memcpy(opts, fixed, sizeof fixed);
     opts[NFIXED + add_protocol_rows(opts + NFIXED, &names, &c)] = (cli_opt){0};
-    int rc = cli_parse("mact serve", argc, argv, opts, NULL, 0, NULL, CLI_SAY_UNKNOWN, serve_usage_err);
-    if (rc) return rc;
-    if (help) { serve_usage(stdout); return 0; }
+    int rc = cli_parse("mact serve", argc, argv, opts, NULL, 0, NULL, serve_usage);
+    if (rc) return cli_exit(rc);
     if (quiet) c.log_requests = 0;
     if (have_mb) c.max_message = (size_t)(mb * 1048576.0);
     if (have_px) c.max_image_pixels = px;
     if (have_beta) c.replan_rtc.max_guidance_weight = (float)beta;
     int any = 0;
     for (int p = 0; p < SRV_NPROTO; p++) any |= c.port[p] != 0;
-    if (!c.model_dir || !any) {
-        fprintf(stderr, "mact serve: --model and at least one protocol port (");
-        for (int p = 0; p < SRV_NPROTO; p++) fprintf(stderr, "%s--%s", p ? ", " : "", srv_protocol_name(p));
-        fprintf(stderr, ") are required\n");
+    if (!c.model_dir || !any) {  /* named: the one missing, or both */
+        char ports[256] = "";
+        for (int p = 0; p < SRV_NPROTO; p++) {
+            size_t l = strlen(ports);
+            snprintf(ports + l, sizeof ports - l, "%s--%s", p ? ", " : "", srv_protocol_name(p));
+        }
+        if (any) fprintf(stderr, "mact serve: --model is required\n");
+        else fprintf(stderr, "mact serve: %sat least one protocol port (%s) %s required\n",
+                     c.model_dir ? "" : "--model and ", ports, c.model_dir ? "is" : "are");
         return serve_usage(stderr);
     }
     if (c.max_message < 1024) { fprintf(stderr, "mact serve: --max-message-mb: at least 1 KiB\n"); return 2; }

@@ -16,7 +16,7 @@ static int synth_usage(FILE *f)
 {
     fprintf(f,
             "usage: mact synth PRESET OUT_DIR [--seed S] [--dtype mixed|f32|bf16] [--no-lm-head] [--threads N]\n"
-            "                  [--llm-layers N] [--vit-layers N] [--outliers K:S]\n"
+            "                  [--llm-layers N] [--vit-layers N] [--outliers K:S] [--robot libero|so101]\n"
             "  PRESET: %s (tiny: test-sized; wide: real widths, 2 layers, ~0.7 GB; libero/so101: full-size, ~11 GB)\n"
             "  --dtype mixed (default): big VLM matrices BF16, the rest F32; bf16: every matrix BF16;\n"
             "          f32: everything F32\n"
@@ -24,12 +24,12 @@ static int synth_usage(FILE *f)
             "  --seed S: values depend only on (S, tensor name); default: random (printed)\n"
             "  --llm-layers N / --vit-layers N: the preset's widths at another depth (the action expert follows the LLM)\n"
             "  --outliers K:S: K outlier channels of scale S in the LLM and ViT residual streams and a massive (1e3)\n"
-            "          BOS activation, as trained models carry them (docs/parity.md)\n",
+            "          BOS activation, as trained models carry them (docs/parity.md)\n"
+            "  --robot libero|so101: the norm tag's robot (default: the preset's; so101: the tag so100_so101_molmoact2,\n"
+            "          6 joints in degrees, cameras observation.images.top and .wrist, a 30-row horizon)\n",
             mact_synth_presets());
     return 2;
 }
-
-static int synth_usage_err(void) { return synth_usage(stderr); }
 
 static int parse_seed(const char *s, void *dst, char *err, size_t el)
 {
@@ -65,6 +65,14 @@ bad:
     return -1;
 }
 
+static int parse_robot(const char *s, void *dst, char *err, size_t el)
+{
+    if (!strcmp(s, "libero")) *(int *)dst = MACT_SYNTH_ROBOT_LIBERO;
+    else if (!strcmp(s, "so101")) *(int *)dst = MACT_SYNTH_ROBOT_SO101;
+    else { snprintf(err, el, "--robot must be libero or so101, got '%s'", s); return -1; }
+    return 0;
+}
+
 static uint64_t fresh_seed(void)
 {
     uint64_t s = 0;
@@ -79,18 +87,16 @@ int cmd_synth(int argc, char **argv)
     const char *pos[2];
     mact_synth_options o = {.dtype_mode = MACT_SYNTH_MIXED};
     uint64_t seed = 0;
-    int have_seed = 0, help = 0, n_pos = 0;
+    int have_seed = 0, n_pos = 0;
     const cli_opt opts[] = {
         CLI_O("--seed", CLI_FN, &seed, .fn = parse_seed, .seen = &have_seed), CLI_O("--dtype", CLI_FN, &o.dtype_mode, .fn = parse_dtype),
         CLI_O("--threads", CLI_THREADS, &o.n_threads), CLI_O("--no-lm-head", CLI_FLAG, &o.no_lm_head),
         CLI_O("--llm-layers", CLI_INT, &o.llm_layers, .lo = 1, .hi = 256),
         CLI_O("--vit-layers", CLI_INT, &o.vit_layers, .lo = 1, .hi = 256),
-        CLI_O("--outliers", CLI_FN, &o, .fn = parse_outliers),
-        CLI_O("-h", CLI_HELP, &help), CLI_O("--help", CLI_HELP, &help), {0}};
-    int rc = cli_parse("mact synth", argc, argv, opts, pos, 2, &n_pos, 0, synth_usage_err);
-    if (rc) return rc;
-    if (help) { synth_usage(stdout); return 0; }
-    if (n_pos != 2) return synth_usage(stderr);
+        CLI_O("--outliers", CLI_FN, &o, .fn = parse_outliers), CLI_O("--robot", CLI_FN, &o.robot, .fn = parse_robot), {0}};
+    int rc = cli_parse("mact synth", argc, argv, opts, pos, 2, &n_pos, synth_usage);
+    if (rc) return cli_exit(rc);
+    if (n_pos != 2) return cli_missing("mact synth", n_pos ? "OUT_DIR" : "PRESET and OUT_DIR", synth_usage);
     const char *preset = pos[0], *out = pos[1];
     if (!have_seed) seed = fresh_seed();
     char err[1024];
@@ -105,6 +111,7 @@ int cmd_synth(int argc, char **argv)
     if (o.llm_layers) printf(", %d LLM layers", o.llm_layers);
     if (o.vit_layers) printf(", %d ViT layers", o.vit_layers);
     if (o.outlier_channels) printf(", outliers %d x %g", o.outlier_channels, (double)o.outlier_scale);
+    if (o.robot) printf(", robot %s", o.robot == MACT_SYNTH_ROBOT_SO101 ? "so101" : "libero");
     printf("\n");
     printf("  model.safetensors: %lld tensors, %lld parameters, %.1f MB in %.2f s (%.0f MB/s)\n",
            (long long)r.n_tensors, (long long)r.n_params, mb, r.weight_seconds,

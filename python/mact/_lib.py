@@ -40,7 +40,8 @@ class ModelInfo(Structure):
 class NormTagInfo(Structure):
     _fields_ = [("name", c_char_p), ("state_dim", c_int), ("action_dim", c_int), ("action_horizon", c_int),
                 ("n_action_steps", c_int), ("n_cameras", c_int), ("camera_keys", c_char_p * 8),
-                ("setup_type", c_char_p), ("control_mode", c_char_p), ("joint_frame", c_int), ("lerobot", c_int)]
+                ("setup_type", c_char_p), ("control_mode", c_char_p), ("joint_frame", c_int), ("lerobot", c_int),
+                ("state_names", c_char_p), ("action_names", c_char_p)]
 
 
 class Image(Structure):
@@ -109,6 +110,7 @@ PROTOTYPES = {
     "mact_model_free": (None, [_P]),
     "mact_model_get_info": (None, [_P, POINTER(ModelInfo)]),
     "mact_model_describe": (c_int, [_P, c_char_p, c_size_t]),
+    "mact_model_tags_json": (c_int, [_P, c_char_p, c_size_t, POINTER(c_size_t)]),
     "mact_model_num_norm_tags": (c_size_t, [_P]),
     "mact_model_norm_tag": (c_int, [_P, c_size_t, POINTER(NormTagInfo)]),
     "mact_model_tag": (c_void_p, [_P, c_char_p, c_char_p, c_size_t]),

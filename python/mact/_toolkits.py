@@ -90,7 +90,7 @@ DATA_PROTOTYPES = {
     "mact_dataset_read": (c_int, [_P, c_int, c_char_p, _P, c_size_t, POINTER(c_int64), POINTER(c_int), *_ERR]),
     "mact_dataset_frame": (c_int, [_P, c_int, c_int64, c_char_p, c_double, c_int, _P, c_size_t,
                                    POINTER(DatasetFrameInfo), *_ERR]),
-    "mact_dataset_check": (c_int, [_P, c_char_p, c_size_t]),
+    "mact_dataset_check": (c_int, [_P, c_char_p, c_size_t, POINTER(c_int)]),
     "mact_dataset_report": (c_int, [c_char_p, _FILE, POINTER(c_int), *_ERR]),
     "mact_parquet_dump_json": (c_int, [c_char_p, _FILE, *_ERR]),
     "mact_data_quiet_logs": (None, []),

@@ -126,7 +126,10 @@ class Dataset:
         with self._lock:
             h = self._handle()
             buf = ctypes.create_string_buffer(1 << 16)
-            n = self.library.mact_dataset_check(h, buf, len(buf))
+            nc = ctypes.c_int(0)
+            _t.check(self.library.mact_dataset_check(h, buf, len(buf), ctypes.byref(nc)),
+                     ctypes.create_string_buffer(b"mact_dataset_check: bad arguments"))
+            n = nc.value
         lines = [x for x in buf.value.decode(errors="replace").splitlines() if x.strip()]
         return lines if len(lines) >= n else lines + [f"... {n - len(lines)} more"]
 

@@ -9,6 +9,7 @@ library call (ctypes.CDLL), so threads predicting on one Policy run in parallel.
 import contextlib
 import ctypes
 import dataclasses
+import json
 import operator
 import os
 import threading
@@ -60,6 +61,9 @@ class NormTag:
     camera_keys: tuple      # the checkpoint's camera order ("observation.images.<camera>"); () when not listed
     setup_type: str = ""
     control_mode: str = ""
+    state_names: tuple = ()   # the state's dims named in order; () when the checkpoint names none
+    action_names: tuple = ()
+    joint_frame: int = 0      # joints the checkpoint's joint frame maps (0: none)
 
 
 @dataclasses.dataclass
@@ -71,6 +75,10 @@ class ActionOutput:
     timings: dict
     n_tokens: int           # prompt length
     horizon: int            # action rows generated before the first n_action_steps were kept
+
+
+def _names(joined):
+    return tuple(joined.decode("utf-8", "replace").split("\n")) if joined else ()
 
 
 def _read_norm_tags(lib, model):
@@ -86,7 +94,9 @@ def _read_norm_tags(lib, model):
         out[name] = NormTag(name=name, state_dim=t.state_dim, action_dim=t.action_dim,
                             action_horizon=t.action_horizon, n_action_steps=t.n_action_steps, camera_keys=cams,
                             setup_type=(t.setup_type or b"").decode("utf-8", "replace"),
-                            control_mode=(t.control_mode or b"").decode("utf-8", "replace"))
+                            control_mode=(t.control_mode or b"").decode("utf-8", "replace"),
+                            state_names=_names(t.state_names), action_names=_names(t.action_names),
+                            joint_frame=t.joint_frame)
     return out
 
 
@@ -406,10 +416,6 @@ class Session:
         st = self._state
         info = st.info
         frames = _frames(images)
-        tag = st.resolve_tag(norm_tag)
-        if tag is not None and tag.camera_keys and len(frames) != len(tag.camera_keys):
-            raise input_error(f"{len(frames)} camera frames; norm tag \"{tag.name}\" takes {len(tag.camera_keys)} "
-                              f"({', '.join(tag.camera_keys)}), in that order")
         sv = _array(state, "state", np.float64)
         if sv.ndim == 2 and sv.shape[0] == 1:
             sv = sv[0]
@@ -703,12 +709,21 @@ class Policy:
                                                            f"required; valid tags: {' '.join(self._state.norm_tags)}"))
         return t.camera_keys
 
-    def describe(self):
-        """The library's summary: config, parameters and bytes per component, dtype mix (mact inspect)."""
+    def describe(self, as_json=False):
+        """The library's summary: config, parameters and bytes per component, dtype mix (mact inspect). as_json: what a
+        caller must send and gets back per norm tag, as a list of dicts (mact_model_tags_json: `mact inspect --json`'s
+        "norm_tags" and GET /act's)."""
         st = self._state
         n = 1 << 14
         st.enter()
         try:
+            if as_json:
+                need = ctypes.c_size_t()
+                st.lib.mact_model_tags_json(st.ptr, None, 0, ctypes.byref(need))
+                buf = ctypes.create_string_buffer(need.value + 1)
+                if st.lib.mact_model_tags_json(st.ptr, buf, need.value + 1, None):
+                    return []
+                return json.loads(buf.value.decode("utf-8"))
             while True:
                 buf = ctypes.create_string_buffer(n)
                 if not st.lib.mact_model_describe(st.ptr, buf, n) or n >= 1 << 26:

@@ -5,6 +5,8 @@
 #include <time.h>
 /* seconds on the monotonic clock (any origin: take differences) */
 double mact_clock_s(void);
+/* the same clock in milliseconds (stage timings, request latencies) */
+static inline double mact_clock_ms(void) { return mact_clock_s() * 1e3; }
 /* seconds since the Unix epoch (the wall clock) */
 double mact_wall_s(void);
 /* the wall clock secs seconds from now, as a timespec (pthread_cond_timedwait's) */

@@ -677,156 +677,229 @@ static int copy_tree(const char *src, const char *dst, char *err, size_t errlen)
 
 const char *mact_compress_version(void) { return MACT_VERSION_STRING; }
 
-mact_status mact_prune(const char *model_dir, const int *keep, int n_keep, const int *user_taps, int n_user_taps,
-               const char *out_dir, FILE *log, char *err, size_t errlen)
-{
+/* one prune: the teacher's geometry and tap plan, the temporary output directory, and the shard index being
+ * rebuilt (prune_job_free frees what it holds) */
+typedef struct {
+    const char *model_dir;
+    const int *keep;
+    int n_keep;
     mact_vit_geometry g;
-    int rc = mact_prune_geometry(model_dir, &g, err, errlen);
-    if (rc) return rc;
-    if ((rc = mact_prune_check_keep(&g, keep, n_keep, err, errlen))) return rc;
-    int raw[MACT_PRUNE_MAX_TAPS], sb[MACT_PRUNE_MAX_TAPS], lands[MACT_PRUNE_MAX_TAPS];
-    if ((rc = mact_prune_taps(&g, keep, n_keep, user_taps, n_user_taps, raw, sb, lands, err, errlen))) return rc;
+    int raw[MACT_PRUNE_MAX_TAPS], sb[MACT_PRUNE_MAX_TAPS], lands[MACT_PRUNE_MAX_TAPS];  /* mact_prune_taps */
+    int student_of[MACT_PRUNE_MAX_BLOCKS];  /* teacher block -> student block, -1: dropped */
+    name_map nm;
+    char tmp[PATH_MAX / 2];  /* out_dir.partial-XXXXXX, renamed to out_dir at the end */
+    cJSON *idx, *new_wm;     /* the shard index (NULL: none) and the weight_map it now holds */
+    int idx_nl;              /* the index ended in a newline */
+    char **shards;           /* the file names the index's weight_map named */
+    int n_shards;
+    uint64_t total;          /* the indexed shards' data bytes */
+} prune_job;
+
+static void prune_job_free(prune_job *j)
+{
+    cJSON_Delete(j->idx);
+    for (int i = 0; i < j->n_shards; i++) free(j->shards[i]);
+    free(j->shards);
+}
+
+/* the temporary directory next to out_dir (which must not exist yet) the result is written into */
+static int make_out_tmp(const char *out_dir, char *tmp, size_t tmp_cap, char *err, size_t errlen)
+{
     struct stat st;
     if (!out_dir || !*out_dir) return E(MACT_ERR_INPUT, "--out: no directory");
-    if (stat(out_dir, &st) == 0) return E(MACT_ERR_INPUT, "--out %s exists; mact prune writes a new directory", out_dir);
-    char tmp[PATH_MAX / 2];
-    if (snprintf(tmp, sizeof tmp, "%s.partial-XXXXXX", out_dir) >= (int)sizeof tmp) return E(MACT_ERR_INPUT, "--out: path too long");
-    if (!mkdtemp(tmp)) return E(MACT_ERR_IO, "cannot create a temporary directory next to %s: %s", out_dir, strerror(errno));
+    if (stat(out_dir, &st) == 0)
+        return E(MACT_ERR_INPUT, "--out %s exists; mact prune writes a new directory", out_dir);
+    if (snprintf(tmp, tmp_cap, "%s.partial-XXXXXX", out_dir) >= (int)tmp_cap)
+        return E(MACT_ERR_INPUT, "--out: path too long");
+    if (!mkdtemp(tmp))
+        return E(MACT_ERR_IO, "cannot create a temporary directory next to %s: %s", out_dir, strerror(errno));
     mode_t um = umask(0);  /* mkdtemp makes it 0700: give the result a plain directory's mode */
     umask(um);
     chmod(tmp, 0777 & ~um);
-
-    int student_of[MACT_PRUNE_MAX_BLOCKS];
-    for (int b = 0; b < g.stored; b++) student_of[b] = -1;
-    for (int j = 0; j < n_keep; j++) student_of[keep[j]] = j;
-    name_map nm = {student_of, g.stored};
-    char *txt = NULL, *cfg = NULL, *idx_out = NULL;
-    cJSON *idx = NULL;
-    DIR *d = NULL;
-    char **shards = NULL;
-    int n_shards = 0;
-    char s[2 * PATH_MAX], t[2 * PATH_MAX];
-    /* config.json */
-    snprintf(s, sizeof s, "%s/config.json", model_dir);
-    size_t len;
-    if ((rc = mact_file_read_text(s, JSON_MAX, &txt, &len, err, errlen))) goto fail;
-    if (!(cfg = mact_prune_edit_config(txt, n_keep, raw, g.n_taps, err, errlen))) { rc = MACT_ERR_FORMAT; goto fail; }
-    snprintf(t, sizeof t, "%s/config.json", tmp);
-    if ((rc = write_all(t, cfg, strlen(cfg), err, errlen))) goto fail;
-    free(txt);
-    txt = NULL;
-    /* the index, when there is one: its weight_map follows the shards */
-    cJSON *wm = NULL, *new_wm = NULL;
-    int idx_nl = 0;
-    snprintf(s, sizeof s, "%s/model.safetensors.index.json", model_dir);
-    if (stat(s, &st) == 0) {
-        if ((rc = mact_file_read_text(s, JSON_MAX, &txt, &len, err, errlen))) goto fail;
-        idx = cJSON_Parse(txt);
-        idx_nl = len && txt[len - 1] == '\n';
-        wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
-        if (!cJSON_IsObject(wm)) { rc = E(MACT_ERR_FORMAT, "%s: no weight_map object", s); goto fail; }
-        for (const cJSON *c = wm->child; c; c = c->next) {
-            int dup = !cJSON_IsString(c);
-            for (int i = 0; i < n_shards && !dup; i++) dup = !strcmp(shards[i], c->valuestring);
-            if (dup) continue;
-            char **p = realloc(shards, (size_t)(n_shards + 1) * sizeof *p);
-            if (!p || !(p[n_shards] = strdup(c->valuestring))) { if (p) shards = p; rc = E(MACT_ERR_NOMEM, "out of memory"); goto fail; }
-            shards = p;
-            n_shards++;
-        }
-        new_wm = cJSON_CreateObject();
-        if (!new_wm || !cJSON_ReplaceItemInObjectCaseSensitive(idx, "weight_map", new_wm)) {
-            cJSON_Delete(new_wm);
-            rc = E(MACT_ERR_NOMEM, "out of memory");
-            goto fail;
-        }
-        wm = NULL;  /* freed by the replace: the shard names are read from the files below */
-    }
-    uint64_t total = 0;
-    if (log) fprintf(log, "writing %s (via %s)\n", out_dir, tmp);
-    d = opendir(model_dir);
-    if (!d) { rc = E(MACT_ERR_IO, "cannot read directory %s: %s", model_dir, strerror(errno)); goto fail; }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        const char *fn = de->d_name;
-        if (!strcmp(fn, ".") || !strcmp(fn, "..") || !strcmp(fn, "config.json") ||
-            !strcmp(fn, "model.safetensors.index.json"))
-            continue;
-        snprintf(s, sizeof s, "%s/%s", model_dir, fn);
-        snprintf(t, sizeof t, "%s/%s", tmp, fn);
-        if (stat(s, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) {
-            if (mkdir(t, 0777) != 0) { rc = E(MACT_ERR_IO, "cannot create %s: %s", t, strerror(errno)); goto fail; }
-            if ((rc = copy_tree(s, t, err, errlen))) goto fail;
-            continue;
-        }
-        if (!S_ISREG(st.st_mode)) continue;
-        int in_index = 0;
-        for (int i = 0; i < n_shards && !in_index; i++) in_index = !strcmp(shards[i], fn);
-        int blocks = ends_with(fn, ".safetensors") ? has_blocks(s, err, errlen) : 0;
-        if (blocks < 0) { rc = blocks; goto fail; }
-        if (blocks) {
-            size_t n_out;
-            uint64_t bytes;
-            if ((rc = rewrite_st(s, t, &nm, &n_out, &bytes, in_index ? new_wm : NULL, fn, log, err, errlen))) goto fail;
-            if (in_index) total += bytes;
-        } else {
-            if ((rc = copy_file(s, t, err, errlen))) goto fail;
-            if (in_index) {  /* an untouched shard: its bytes still count */
-                mact_st *x;
-                if (mact_st_open(s, &x, err, errlen)) { rc = MACT_ERR_FORMAT; goto fail; }
-                for (size_t i = 0; i < mact_st_count(x); i++) {
-                    total += mact_st_at(x, i)->nbytes;
-                    cJSON_AddItemToObject(new_wm, mact_st_at(x, i)->name, cJSON_CreateString(fn));
-                }
-                mact_st_close(x);
-            }
-            if (log) fprintf(log, "  %s: copied\n", fn);
-        }
-    }
-    closedir(d);
-    d = NULL;
-    if (idx) {
-        if (!(idx_out = print_index(idx, total, idx_nl))) { rc = E(MACT_ERR_NOMEM, "out of memory"); goto fail; }
-        snprintf(t, sizeof t, "%s/model.safetensors.index.json", tmp);
-        if ((rc = write_all(t, idx_out, strlen(idx_out), err, errlen))) goto fail;
-        if (log) fprintf(log, "  model.safetensors.index.json: weight_map rewritten, total_size %llu\n", (unsigned long long)total);
-    }
-    /* the result must be a checkpoint whose geometry is the one asked for */
-    mact_vit_geometry sg;
-    if ((rc = mact_prune_geometry(tmp, &sg, err, errlen))) goto fail;
-    if (sg.stored != n_keep || sg.cfg_layers != n_keep) {
-        rc = E(MACT_ERR_MODEL, "internal: the pruned checkpoint stores %d blocks (config %d), not %d", sg.stored,
-               sg.cfg_layers, n_keep);
-        goto fail;
-    }
-    if (rename(tmp, out_dir) != 0) { rc = E(MACT_ERR_IO, "cannot rename %s to %s: %s", tmp, out_dir, strerror(errno)); goto fail; }
-    if (log) {
-        fprintf(log, "student: %d ViT blocks (teacher stores %d, configures %d); vit_config.num_hidden_layers = %d\n",
-                n_keep, g.stored, g.cfg_layers, n_keep);
-        fprintf(log, "keep:");
-        for (int j = 0; j < n_keep; j++) fprintf(log, " %d->%d", keep[j], j);
-        fprintf(log, " (teacher block -> student block)\n");
-        for (int i = 0; i < g.n_taps; i++)
-            fprintf(log, "tap %d: student vit_layers[%d] = %d = student block %d = teacher layer %d (teacher tap %d = "
-                    "layer %d%s)\n", i, i, raw[i], sb[i], lands[i], g.taps_raw[i], g.taps_abs[i],
-                    lands[i] == g.taps_abs[i] ? ", same layer" : ", a different layer: re-learn it by distillation");
-    }
-    free(cfg);
-    free(txt);
-    free(idx_out);
-    cJSON_Delete(idx);
-    for (int i = 0; i < n_shards; i++) free(shards[i]);
-    free(shards);
     return 0;
-fail:
-    if (d) closedir(d);
-    remove_tree(tmp);
+}
+
+/* config.json with vit_config's depth and taps edited (mact_prune_edit_config) */
+static int write_config(const prune_job *j, char *err, size_t errlen)
+{
+    char s[2 * PATH_MAX], t[2 * PATH_MAX], *txt = NULL, *cfg = NULL;
+    size_t len;
+    snprintf(s, sizeof s, "%s/config.json", j->model_dir);
+    int rc = mact_file_read_text(s, JSON_MAX, &txt, &len, err, errlen);
+    if (!rc && !(cfg = mact_prune_edit_config(txt, j->n_keep, j->raw, j->g.n_taps, err, errlen))) rc = MACT_ERR_FORMAT;
+    if (!rc) {
+        snprintf(t, sizeof t, "%s/config.json", j->tmp);
+        rc = write_all(t, cfg, strlen(cfg), err, errlen);
+    }
     free(cfg);
     free(txt);
-    free(idx_out);
-    cJSON_Delete(idx);
-    for (int i = 0; i < n_shards; i++) free(shards[i]);
-    free(shards);
     return rc;
+}
+
+/* the index, when there is one: the shard names its weight_map lists, and an empty weight_map in its place that
+ * follows the shards as they are written */
+static int read_index(prune_job *j, char *err, size_t errlen)
+{
+    char s[2 * PATH_MAX], *txt = NULL;
+    struct stat st;
+    size_t len;
+    snprintf(s, sizeof s, "%s/model.safetensors.index.json", j->model_dir);
+    if (stat(s, &st) != 0) return 0;
+    int rc = mact_file_read_text(s, JSON_MAX, &txt, &len, err, errlen);
+    if (rc) return rc;
+    j->idx = cJSON_Parse(txt);
+    j->idx_nl = len && txt[len - 1] == '\n';
+    free(txt);
+    cJSON *wm = cJSON_GetObjectItemCaseSensitive(j->idx, "weight_map");
+    if (!cJSON_IsObject(wm)) return E(MACT_ERR_FORMAT, "%s: no weight_map object", s);
+    for (const cJSON *c = wm->child; c; c = c->next) {
+        int dup = !cJSON_IsString(c);
+        for (int i = 0; i < j->n_shards && !dup; i++) dup = !strcmp(j->shards[i], c->valuestring);
+        if (dup) continue;
+        char **p = realloc(j->shards, (size_t)(j->n_shards + 1) * sizeof *p);
+        if (p) j->shards = p;
+        if (!p || !(p[j->n_shards] = strdup(c->valuestring))) return E(MACT_ERR_NOMEM, "out of memory");
+        j->n_shards++;
+    }
+    j->new_wm = cJSON_CreateObject();
+    if (!j->new_wm || !cJSON_ReplaceItemInObjectCaseSensitive(j->idx, "weight_map", j->new_wm)) {
+        cJSON_Delete(j->new_wm);
+        j->new_wm = NULL;
+        return E(MACT_ERR_NOMEM, "out of memory");
+    }
+    /* the replace freed the old weight_map (wm): the shard names are read from the files below */
+    return 0;
+}
+
+/* an indexed shard copied untouched: its tensors go into the new weight_map and its bytes still count */
+static int index_untouched_shard(prune_job *j, const char *path, const char *fn, char *err, size_t errlen)
+{
+    mact_st *x;
+    if (mact_st_open(path, &x, err, errlen)) return MACT_ERR_FORMAT;
+    for (size_t i = 0; i < mact_st_count(x); i++) {
+        j->total += mact_st_at(x, i)->nbytes;
+        cJSON_AddItemToObject(j->new_wm, mact_st_at(x, i)->name, cJSON_CreateString(fn));
+    }
+    mact_st_close(x);
+    return 0;
+}
+
+/* One entry of the teacher's directory into tmp: a folder copied whole, a safetensors file holding ViT blocks
+ * rewritten (rewrite_st), any other regular file copied. config.json and the index are written apart. */
+static int write_entry(prune_job *j, const char *fn, FILE *log, char *err, size_t errlen)
+{
+    char s[2 * PATH_MAX], t[2 * PATH_MAX];
+    struct stat st;
+    int rc;
+    if (!strcmp(fn, ".") || !strcmp(fn, "..") || !strcmp(fn, "config.json") ||
+        !strcmp(fn, "model.safetensors.index.json"))
+        return 0;
+    snprintf(s, sizeof s, "%s/%s", j->model_dir, fn);
+    snprintf(t, sizeof t, "%s/%s", j->tmp, fn);
+    if (stat(s, &st) != 0) return 0;
+    if (S_ISDIR(st.st_mode)) {
+        if (mkdir(t, 0777) != 0) return E(MACT_ERR_IO, "cannot create %s: %s", t, strerror(errno));
+        return copy_tree(s, t, err, errlen);
+    }
+    if (!S_ISREG(st.st_mode)) return 0;
+    int in_index = 0;
+    for (int i = 0; i < j->n_shards && !in_index; i++) in_index = !strcmp(j->shards[i], fn);
+    int blocks = ends_with(fn, ".safetensors") ? has_blocks(s, err, errlen) : 0;
+    if (blocks < 0) return blocks;
+    if (blocks) {
+        size_t n_out;
+        uint64_t bytes;
+        if ((rc = rewrite_st(s, t, &j->nm, &n_out, &bytes, in_index ? j->new_wm : NULL, fn, log, err, errlen)))
+            return rc;
+        if (in_index) j->total += bytes;
+        return 0;
+    }
+    if ((rc = copy_file(s, t, err, errlen))) return rc;
+    if (in_index && (rc = index_untouched_shard(j, s, fn, err, errlen))) return rc;
+    if (log) fprintf(log, "  %s: copied\n", fn);
+    return 0;
+}
+
+static int write_entries(prune_job *j, FILE *log, char *err, size_t errlen)
+{
+    DIR *d = opendir(j->model_dir);
+    if (!d) return E(MACT_ERR_IO, "cannot read directory %s: %s", j->model_dir, strerror(errno));
+    int rc = 0;
+    struct dirent *de;
+    while (!rc && (de = readdir(d))) rc = write_entry(j, de->d_name, log, err, errlen);
+    closedir(d);
+    return rc;
+}
+
+/* the index with the new weight_map and total_size */
+static int write_index(const prune_job *j, FILE *log, char *err, size_t errlen)
+{
+    if (!j->idx) return 0;
+    char t[2 * PATH_MAX], *idx_out = print_index(j->idx, j->total, j->idx_nl);
+    if (!idx_out) return E(MACT_ERR_NOMEM, "out of memory");
+    snprintf(t, sizeof t, "%s/model.safetensors.index.json", j->tmp);
+    int rc = write_all(t, idx_out, strlen(idx_out), err, errlen);
+    free(idx_out);
+    if (rc) return rc;
+    if (log)
+        fprintf(log, "  model.safetensors.index.json: weight_map rewritten, total_size %llu\n",
+                (unsigned long long)j->total);
+    return 0;
+}
+
+/* the result must be a checkpoint whose geometry is the one asked for */
+static int check_student(const prune_job *j, char *err, size_t errlen)
+{
+    mact_vit_geometry sg;
+    int rc = mact_prune_geometry(j->tmp, &sg, err, errlen);
+    if (rc) return rc;
+    if (sg.stored != j->n_keep || sg.cfg_layers != j->n_keep)
+        return E(MACT_ERR_MODEL, "internal: the pruned checkpoint stores %d blocks (config %d), not %d", sg.stored,
+                 sg.cfg_layers, j->n_keep);
+    return 0;
+}
+
+static void log_student(const prune_job *j, FILE *log)
+{
+    const mact_vit_geometry *g = &j->g;
+    const int n_keep = j->n_keep;
+    fprintf(log, "student: %d ViT blocks (teacher stores %d, configures %d); vit_config.num_hidden_layers = %d\n",
+            n_keep, g->stored, g->cfg_layers, n_keep);
+    fprintf(log, "keep:");
+    for (int i = 0; i < n_keep; i++) fprintf(log, " %d->%d", j->keep[i], i);
+    fprintf(log, " (teacher block -> student block)\n");
+    for (int i = 0; i < g->n_taps; i++)
+        fprintf(log, "tap %d: student vit_layers[%d] = %d = student block %d = teacher layer %d (teacher tap %d = "
+                "layer %d%s)\n", i, i, j->raw[i], j->sb[i], j->lands[i], g->taps_raw[i], g->taps_abs[i],
+                j->lands[i] == g->taps_abs[i] ? ", same layer" : ", a different layer: re-learn it by distillation");
+}
+
+mact_status mact_prune(const char *model_dir, const int *keep, int n_keep, const int *user_taps, int n_user_taps,
+               const char *out_dir, FILE *log, char *err, size_t errlen)
+{
+    prune_job j = {.model_dir = model_dir, .keep = keep, .n_keep = n_keep};
+    int rc;
+    if ((rc = mact_prune_geometry(model_dir, &j.g, err, errlen)) ||
+        (rc = mact_prune_check_keep(&j.g, keep, n_keep, err, errlen)) ||
+        (rc = mact_prune_taps(&j.g, keep, n_keep, user_taps, n_user_taps, j.raw, j.sb, j.lands, err, errlen)) ||
+        (rc = make_out_tmp(out_dir, j.tmp, sizeof j.tmp, err, errlen)))
+        return rc;
+    for (int b = 0; b < j.g.stored; b++) j.student_of[b] = -1;
+    for (int i = 0; i < n_keep; i++) j.student_of[keep[i]] = i;
+    j.nm = (name_map){j.student_of, j.g.stored};
+    rc = write_config(&j, err, errlen);
+    if (!rc) rc = read_index(&j, err, errlen);
+    if (!rc && log) fprintf(log, "writing %s (via %s)\n", out_dir, j.tmp);
+    if (!rc) rc = write_entries(&j, log, err, errlen);
+    if (!rc) rc = write_index(&j, log, err, errlen);
+    if (!rc) rc = check_student(&j, err, errlen);
+    if (!rc && rename(j.tmp, out_dir) != 0)
+        rc = E(MACT_ERR_IO, "cannot rename %s to %s: %s", j.tmp, out_dir, strerror(errno));
+    prune_job_free(&j);
+    if (rc) {
+        remove_tree(j.tmp);
+        return rc;
+    }
+    if (log) log_student(&j, log);
+    return 0;
 }

@@ -1,11 +1,11 @@
 /* The public face of the LeRobot reader (include/mact_data.h): mact_dataset over data/lerobot.h, a frame as
- * decoded (data/ds_video.h for videos), `mact dataset info`'s report and `mact dataset dump`'s JSON. */
+ * decoded (data/ds_camera.h), `mact dataset info`'s report and `mact dataset dump`'s JSON. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mact_data.h"
 #include "base/err.h"
-#include "data/ds_video.h"
+#include "data/ds_camera.h"
 #include "data/lerobot.h"
 #include "data/parquet.h"
 #include "data/video.h"
@@ -116,28 +116,15 @@ static int frame_image(mact_ld *d, int i, int64_t t, const char *cam, double tol
     if (t < 0 || t >= e->length)
         return mact_errf(err, el, MACT_ERR_INPUT, "episode %lld has %lld frames, no frame %lld", (long long)e->index, (long long)e->length, (long long)t);
     char e2[2048];
-    int rc;
-    if (!strcmp(ft->dtype, "image")) {
-        uint8_t *bytes = NULL;
-        int64_t *off = NULL, rows = 0;
-        rc = mact_ld_read_images(d, i, cam, &bytes, &off, &rows, e2, sizeof e2) ||
-             mact_image_load_memory(bytes + off[t], (size_t)(off[t + 1] - off[t]), img, e2, sizeof e2);
-        free(bytes);
-        free(off);
-    } else {
-        double from, *ts = NULL;
-        ds_video dv = {.threads = threads};
-        rc = ds_video_episode(d, i, cam, &dv, &from, e2, sizeof e2) || ds_timestamps(d, i, e->length, &ts, e2, sizeof e2);
-        if (!rc) {
-            fi->time_s = ds_query_time(d, from, ts, t);
-            rc = mact_video_frame_at(dv.v, fi->time_s, tol > 0 ? tol : 1e-4, img, e2, sizeof e2);
-            fi->from_video = 1;
-            snprintf(fi->codec, sizeof fi->codec, "%s", mact_video_info(dv.v)->codec);
-            snprintf(fi->source, sizeof fi->source, "%s", dv.path);
-        }
-        free(ts);
-        ds_video_close(&dv);
+    ds_camera c;
+    int rc = ds_camera_open(d, cam, threads, tol, &c, e2, sizeof e2) || ds_camera_episode(d, i, &c, e2, sizeof e2) ||
+             ds_camera_frame(d, &c, t, img, &fi->time_s, e2, sizeof e2);
+    if (c.video) {
+        fi->from_video = 1;
+        snprintf(fi->codec, sizeof fi->codec, "%s", c.v ? mact_video_info(c.v)->codec : "");
+        snprintf(fi->source, sizeof fi->source, "%s", c.path);
     }
+    ds_camera_close(&c);
     if (rc) return mact_errf(err, el, MACT_ERR_FORMAT, "episode %lld camera %s frame %lld: %s", (long long)e->index, cam, (long long)t, e2);
     fi->height = (int)img->height;
     fi->width = (int)img->width;
@@ -163,10 +150,11 @@ mact_status mact_dataset_frame(mact_dataset *d, int i, int64_t t, const char *ca
     return (mact_status)rc;
 }
 
-int mact_dataset_check(mact_dataset *d, char *buf, size_t cap)
+mact_status mact_dataset_check(mact_dataset *d, char *buf, size_t cap, int *n_problems)
 {
-    if (!d || !buf || !cap) return -1;
-    return mact_ld_check(d->ld, buf, cap);
+    if (!d || !buf || !cap || !n_problems) return MACT_ERR_INPUT;
+    *n_problems = mact_ld_check(d->ld, buf, cap);
+    return MACT_OK;
 }
 
 void mact_data_quiet_logs(void) { mact_video_quiet_logs(); }

@@ -116,15 +116,17 @@ static int resolve_cameras(ev_run *R, char *err, size_t el)
             for (int i = 0; i < mact_ld_num_features(R->d) && ll < sizeof list; i++)
                 if (is_camera(mact_ld_feature_at(R->d, i))) ll += (size_t)snprintf(list + ll, sizeof list - ll, " %s", mact_ld_feature_at(R->d, i)->key);
             return FAIL(MACT_ERR_FORMAT, "the tag %s's camera '%s' is not a camera of %s; its cameras:%s (map them with --camera KEY, "
-                        "in the tag's order)", R->ti.name, R->ti.camera_keys[c], o->dataset, ll ? list : " none (synthesize or record "
-                        "the dataset with its camera videos: mact synth-dataset --video)");
+                        "in the tag's order)", R->ti.name, R->ti.camera_keys[c], o->dataset, ll ? list : " none: the model policy "
+                        "needs the frames the checkpoint was trained on; record the dataset with its cameras (mact "
+                        "synth-dataset writes two unless --no-cameras)");
         }
     }
     for (int i = 0; !R->ncam && i < mact_ld_num_features(R->d) && R->ncam < EVF_MAX_CAMS; i++)
         if (is_camera(mact_ld_feature_at(R->d, i))) R->cams[R->ncam++] = mact_ld_feature_at(R->d, i)->key;
     if (!R->ncam && o->policy == MACT_EVAL_MODEL)
         return FAIL(MACT_ERR_FORMAT, "the dataset %s has no camera (image or video feature): the model policy needs frames; "
-                    "record or synthesize it with its cameras (mact synth-dataset --video C)", o->dataset);
+                    "record it with its cameras (mact synth-dataset writes two unless --no-cameras), or evaluate "
+                    "--policy hold / replay", o->dataset);
     return 0;
 }
 

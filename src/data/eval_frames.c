@@ -3,7 +3,7 @@
  * of one decode, small enough that the images waiting in it stay a few megabytes at full camera size. */
 #include "data/eval_frames.h"
 #include <math.h>
-#include "data/ds_video.h"
+#include "data/ds_camera.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +14,7 @@
 
 struct evf {
     evf_options o;
-    int is_video[EVF_MAX_CAMS];
-    ds_video v[EVF_MAX_CAMS];          /* the camera's open video, kept while episodes share the file (v3.0) */
+    ds_camera cam[EVF_MAX_CAMS];       /* each camera's reader: its video kept open while episodes share the file */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t can_pop, can_push;
@@ -93,22 +92,11 @@ static void *run(void *arg)
             push_error(f, err);
             return NULL;
         }
-        uint8_t *ib[EVF_MAX_CAMS] = {0};
-        int64_t *io[EVF_MAX_CAMS] = {0}, nr = 0;
-        double from[EVF_MAX_CAMS] = {0}, *ts = NULL;
         int bad = 0;
-        for (int c = 0; o->decode && c < o->ncam && !bad; c++) {
-            if (!f->is_video[c]) {
-                if (mact_ld_read_images(o->d, o->sel[q], o->cams[c], &ib[c], &io[c], &nr, err, sizeof err)) bad = 1;
-                continue;
-            }
-            if (ds_video_episode(o->d, o->sel[q], o->cams[c], &f->v[c], &from[c], err, sizeof err) ||
-                (!ts && ds_timestamps(o->d, o->sel[q], n, &ts, err, sizeof err)))
-                bad = 1;
-        }
+        for (int c = 0; o->decode && c < o->ncam && !bad; c++)
+            bad = ds_camera_episode(o->d, o->sel[q], &f->cam[c], err, sizeof err) != 0;
         if (bad) {
-            for (int c = 0; c < EVF_MAX_CAMS; c++) { free(ib[c]); free(io[c]); }
-            free(act); free(st); free(ts);
+            free(act); free(st);
             push_error(f, err);
             return NULL;
         }
@@ -123,8 +111,7 @@ static void *run(void *arg)
             it.t = t;
             it.excluded = evf_static(act, t, o->H, da, o->static_threshold);
             for (int c = 0; o->decode && !it.excluded && c < o->ncam; c++)
-                if (f->is_video[c] ? mact_video_frame_at(f->v[c].v, ds_query_time(o->d, from[c], ts, t), o->tolerance_s, &it.im[c], err, sizeof err)
-                                   : mact_image_load_memory(ib[c] + io[c][t], (size_t)(io[c][t + 1] - io[c][t]), &it.im[c], err, sizeof err)) {
+                if (ds_camera_frame(o->d, &f->cam[c], t, &it.im[c], NULL, err, sizeof err)) {
                     snprintf(msg, sizeof msg, "%s: episode %lld frame %lld camera %s: %s", o->dsdir, (long long)e->index,
                              (long long)t, o->cams[c], err);
                     evf_item_free(&it);
@@ -133,8 +120,6 @@ static void *run(void *arg)
                 }
             if (!bad) stopped = push(f, &it) != 0;
         }
-        for (int c = 0; c < EVF_MAX_CAMS; c++) { free(ib[c]); free(io[c]); }
-        free(ts);
         if (stopped) return NULL;
         if (bad) { push_error(f, msg); return NULL; }
         memset(&it, 0, sizeof it);
@@ -164,7 +149,10 @@ int evf_start(const evf_options *o, evf **out, char *err, size_t errlen)
             free(f);
             return -1;
         }
-        f->is_video[c] = !strcmp(ft->dtype, "video");
+        if (ds_camera_open(o->d, o->cams[c], 1, f->o.tolerance_s, &f->cam[c], err, errlen)) {
+            free(f);
+            return -1;
+        }
     }
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->can_pop, NULL);
@@ -212,7 +200,7 @@ void evf_stop(evf *f)
         f->head = (f->head + 1) % QN;
         f->count--;
     }
-    for (int c = 0; c < EVF_MAX_CAMS; c++) ds_video_close(&f->v[c]);
+    for (int c = 0; c < EVF_MAX_CAMS; c++) ds_camera_close(&f->cam[c]);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->can_pop);
     pthread_cond_destroy(&f->can_push);

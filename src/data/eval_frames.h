@@ -1,7 +1,7 @@
 /* The frame producer of `mact eval`: one thread walks the shard's episodes in order, reads their action and
- * state columns, decodes the camera frames of every evaluated frame ahead of the inference (PNG/JPEG images
- * stored in the parquet; videos through io/video.h at from_timestamp + timestamp[t], as LeRobot queries them) and hands them over through a small bounded queue, so
- * decoding overlaps the model's forward pass instead of adding to it.
+ * state columns, decodes the camera frames of every evaluated frame ahead of the inference (data/ds_camera.h, the
+ * one camera path: PNG/JPEG images stored in the parquet, videos at LeRobot's query time) and hands them over through
+ * a small bounded queue, so decoding overlaps the model's forward pass instead of adding to it.
  *
  * Order and content are those of the single-threaded loop: episodes in selection order, frames t = 0 ..
  * n - H of each, so results do not depend on the queue. Ownership: every item's arrays and images pass to

@@ -257,11 +257,11 @@ static void acc_free(acc *a)
     free(a->all); free(a->ep_mean); free(a->ep_var); free(a->ep_n);
 }
 
-mact_status mact_stats_method_parse(const char *name, int *out)
+mact_status mact_stats_method_parse(const char *name, mact_stats_method *out)
 {
     static const char *const names[] = {"lerobot", "lerobot-f64", "exact"};
-    for (int i = 0; name && i < 3; i++)
-        if (!strcmp(name, names[i])) { *out = i; return MACT_OK; }
+    for (int i = 0; name && out && i < 3; i++)
+        if (!strcmp(name, names[i])) { *out = (mact_stats_method)i; return MACT_OK; }
     return MACT_ERR_INPUT;
 }
 
@@ -270,7 +270,7 @@ mact_status mact_stats_compute(const mact_stats_options *o, double *frames_out, 
     static const char *const method_names[] = {"lerobot", "lerobot-f64", "exact"};
     if (!o || !o->datasets || o->n_datasets < 1 || !o->tag || !o->out)
         return mact_errf(err, el, MACT_ERR_INPUT, "mact_stats_compute: datasets, tag and out are required");
-    if (o->method < 0 || o->method > MACT_STATS_EXACT) return mact_errf(err, el, MACT_ERR_INPUT, "--method must be lerobot, lerobot-f64 or exact");
+    if ((unsigned)o->method > MACT_STATS_EXACT) return mact_errf(err, el, MACT_ERR_INPUT, "--method must be lerobot, lerobot-f64 or exact");
     const char *const *ds = o->datasets, *tag = o->tag, *out = o->out, *method = method_names[o->method];
     const char *akey = o->action_key ? o->action_key : "action", *skey = o->state_key ? o->state_key : "observation.state";
     const char *control = o->control_mode, *setup = o->setup_type, *lrs = o->lerobot_stats;

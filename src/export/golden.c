@@ -60,207 +60,306 @@ static const char *pool_name(mact_pool_mask p)
     return p == MACT_POOL_SDPA ? "sdpa" : p == MACT_POOL_EAGER ? "eager" : "none";
 }
 
-#define TRY(x) do { if ((rc = (x))) goto out; } while (0)
-#define STAGE(call) do { if ((rc = (call))) { snprintf(err, el, "%s", mact_session_error(s)); goto out; } } while (0)
-#define NEWF(ptr, count) do { if (!((ptr) = malloc(((count) > 0 ? (count) : 1) * sizeof *(ptr)))) { rc = MACT_ERR_NOMEM; snprintf(err, el, "out of memory"); goto out; } } while (0)
-
-int mact_export_golden(const mact_export_golden_options *o, const char *out_dir, FILE *log, char *err, size_t el)
-{
-    char tmp[4200] = "";
-    int rc = 0;
-    mact_model *m = NULL;
-    mact_session *s = NULL;
-    npz_set z = {0};
-    float *actions = NULL, *pv = NULL, *noise = NULL, *emb = NULL, *hidden = NULL, *bias = NULL, *keys = NULL,
-          *values = NULL, *kctx = NULL, *vctx = NULL, *traj = NULL, *loop = NULL, *e2e = NULL, *enc_f = NULL,
-          *pad_f = NULL;
-    int64_t *ids = NULL;
-    uint8_t *enc = NULL, *pad = NULL;
-    cJSON *tr = NULL;
-    char *txt = NULL;
-    mact_load_options lo = {.precision = MACT_PRECISION_FP32};
-    TRY(mact_model_load(o->model_dir, &lo, &m, err, el));
+/* one export: the fp32 session, the inputs mact_predict chose and the chain's buffers (golden_free frees them) */
+typedef struct {
+    mact_model *m;
+    mact_session *s;
     mact_model_info mi;
-    mact_model_get_info(m, &mi);
+    npz_set z;
+    float *actions, *pv, *noise, *emb, *hidden, *bias, *keys, *values, *kctx, *vctx, *traj, *loop, *e2e, *enc_f,
+          *pad_f;
+    int64_t *ids;
+    uint8_t *enc, *pad;
+    const float *pred_norm;  /* the predict path's actions_norm: valid until the next mact_predict (none follows) */
+    int n_img, P, PD, N, H, A, adim, K, D, L, KV, AH, S;
+    int splits, ranges[MACT_EXPORT_MAX_SPLITS][2], kept;
+    double max_hidden, kv_diff;
+} golden;
+
+static void golden_free(golden *g)
+{
+    drop(&g->z);
+    free(g->actions); free(g->pv); free(g->noise); free(g->emb); free(g->hidden); free(g->bias); free(g->keys);
+    free(g->values); free(g->kctx); free(g->vctx); free(g->traj); free(g->loop); free(g->e2e); free(g->enc_f);
+    free(g->pad_f); free(g->ids); free(g->enc); free(g->pad);
+    mact_session_free(g->s);
+    mact_model_free(g->m);
+}
+
+/* count elements of size bytes (at least one element), or NULL with "out of memory" in err */
+static void *alloc_n(size_t count, size_t size, char *err, size_t el)
+{
+    void *p = malloc((count > 0 ? count : 1) * size);
+    if (!p) snprintf(err, el, "out of memory");
+    return p;
+}
+
+/* a stage call's status; on an error its message is the session's */
+static int stage(const golden *g, int rc, char *err, size_t el)
+{
+    if (rc) snprintf(err, el, "%s", mact_session_error(g->s));
+    return rc;
+}
+
+/* load the model in fp32 and run one mact_predict */
+static int golden_predict(golden *g, const mact_export_golden_options *o, char *err, size_t el)
+{
+    int rc;
+    mact_load_options lo = {.precision = MACT_PRECISION_FP32};
+    if ((rc = mact_model_load(o->model_dir, &lo, &g->m, err, el))) return rc;
+    mact_model_get_info(g->m, &g->mi);
     mact_session_options so = {.n_threads = o->threads, .max_images = o->n_frames > 4 ? o->n_frames : 4};
-    TRY(mact_session_new(m, &so, &s, err, el));
-    size_t cap = (size_t)mi.max_action_horizon * mi.max_action_dim;
-    NEWF(actions, cap);
+    if ((rc = mact_session_new(g->m, &so, &g->s, err, el))) return rc;
+    size_t cap = (size_t)g->mi.max_action_horizon * g->mi.max_action_dim;
+    if (!(g->actions = alloc_n(cap, sizeof *g->actions, err, el))) return MACT_ERR_NOMEM;
     mact_predict_input in = {.frames = o->frames, .n_frames = o->n_frames, .task = o->task, .state = o->state,
                              .state_dim = o->state_dim};
     in.options = (mact_predict_options){.norm_tag = o->norm_tag, .noise = o->noise, .noise_len = o->noise_len,
                                         .seed = o->seed};
-    mact_predict_output res = {.actions = actions, .actions_cap = cap};
-    STAGE(mact_predict(s, &in, &res));
-    /* the model loaded and the inputs were accepted: only now is anything written */
-    TRY(mact_export_begin(out_dir, tmp, sizeof tmp, err, el));
+    mact_predict_output res = {.actions = g->actions, .actions_cap = cap};
+    if ((rc = stage(g, mact_predict(g->s, &in, &res), err, el))) return rc;
+    g->adim = (int)res.action_dim;
+    return 0;
+}
+
+/* copies of the prediction's pixel values, prompt ids and noise (the chain's inputs), and the sizes */
+static int golden_inputs(golden *g, char *err, size_t el)
+{
     mact_tensor_view v;
-    mact_session_tensor(s, "pixel_values", &v);
-    const int n_img = (int)v.shape[0], P = (int)v.shape[1], PD = (int)v.shape[2];
-    size_t npv = (size_t)n_img * P * PD;
-    NEWF(pv, npv);
-    memcpy(pv, v.data, npv * sizeof(float));
-    mact_session_tensor(s, "input_ids", &v);
-    const int N = (int)v.shape[0];
-    NEWF(ids, (size_t)N);
-    for (int i = 0; i < N; i++) ids[i] = (int64_t)v.data[i];
-    mact_session_tensor(s, "noise", &v);
-    const int H = (int)v.shape[0], A = mi.max_action_dim, adim = (int)res.action_dim;
-    NEWF(noise, (size_t)H * A);
-    memcpy(noise, v.data, (size_t)H * A * sizeof(float));
-    mact_session_tensor(s, "actions_norm", &v);
-    const float *pred_norm = v.data;  /* valid until the next mact_predict (none follows) */
-    const int K = mi.tokens_per_image, D = mi.d_model, L = mi.n_layers, KV = mi.kv_dim, AH = mi.ae_hidden;
-    const int S = mi.flow_steps;
+    mact_session_tensor(g->s, "pixel_values", &v);
+    g->n_img = (int)v.shape[0];
+    g->P = (int)v.shape[1];
+    g->PD = (int)v.shape[2];
+    size_t npv = (size_t)g->n_img * g->P * g->PD;
+    if (!(g->pv = alloc_n(npv, sizeof *g->pv, err, el))) return MACT_ERR_NOMEM;
+    memcpy(g->pv, v.data, npv * sizeof(float));
+    mact_session_tensor(g->s, "input_ids", &v);
+    const int N = g->N = (int)v.shape[0];
+    if (!(g->ids = alloc_n((size_t)N, sizeof *g->ids, err, el))) return MACT_ERR_NOMEM;
+    for (int i = 0; i < N; i++) g->ids[i] = (int64_t)v.data[i];
+    mact_session_tensor(g->s, "noise", &v);
+    const int H = g->H = (int)v.shape[0], A = g->A = g->mi.max_action_dim;
+    if (!(g->noise = alloc_n((size_t)H * A, sizeof *g->noise, err, el))) return MACT_ERR_NOMEM;
+    memcpy(g->noise, v.data, (size_t)H * A * sizeof(float));
+    mact_session_tensor(g->s, "actions_norm", &v);
+    g->pred_norm = v.data;
+    g->K = g->mi.tokens_per_image;
+    g->D = g->mi.d_model;
+    g->L = g->mi.n_layers;
+    g->KV = g->mi.kv_dim;
+    g->AH = g->mi.ae_hidden;
+    g->S = g->mi.flow_steps;
+    return 0;
+}
 
-    /* vision */
-    size_t nemb = (size_t)n_img * K * D;
-    NEWF(emb, nemb);
-    STAGE(mact_vision(s, pv, n_img, emb));
-    TRY(!add(&z, "pixel_values", 4, (int64_t[]){1, n_img, P, PD}, pv, err, el) ||
-        !add(&z, "image_embeds", 2, (int64_t[]){(int64_t)n_img * K, D}, emb, err, el) ? MACT_ERR_NOMEM : 0);
-    TRY(flush(&z, tmp, "vision_io.npz", err, el));
+/* vision_io.npz */
+static int write_vision(golden *g, const char *tmp, char *err, size_t el)
+{
+    const int n_img = g->n_img, K = g->K, D = g->D;
+    int rc;
+    if (!(g->emb = alloc_n((size_t)n_img * K * D, sizeof *g->emb, err, el))) return MACT_ERR_NOMEM;
+    if ((rc = stage(g, mact_vision(g->s, g->pv, n_img, g->emb), err, el))) return rc;
+    if (!add(&g->z, "pixel_values", 4, (int64_t[]){1, n_img, g->P, g->PD}, g->pv, err, el) ||
+        !add(&g->z, "image_embeds", 2, (int64_t[]){(int64_t)n_img * K, D}, g->emb, err, el))
+        return MACT_ERR_NOMEM;
+    return flush(&g->z, tmp, "vision_io.npz", err, el);
+}
 
-    /* LLM splits */
-    int ranges[MACT_EXPORT_MAX_SPLITS][2];
-    int splits = o->splits ? o->splits : 4;
-    if (splits > MACT_EXPORT_MAX_SPLITS) splits = MACT_EXPORT_MAX_SPLITS;
-    splits = mact_export_split_ranges(L, splits, ranges);
+/* llm_split<i>_io.npz: the decoder's layers in o->splits ranges, each from the hidden state the last one left;
+ * keys / values [L, N, KV] fill up range by range */
+static int write_llm_splits(golden *g, const mact_export_golden_options *o, const char *tmp, char *err, size_t el)
+{
+    const int N = g->N, D = g->D, L = g->L, KV = g->KV;
+    int rc;
+    g->splits = o->splits ? o->splits : 4;
+    if (g->splits > MACT_EXPORT_MAX_SPLITS) g->splits = MACT_EXPORT_MAX_SPLITS;
+    g->splits = mact_export_split_ranges(L, g->splits, g->ranges);
     size_t nh = (size_t)N * D, nkv = (size_t)L * N * KV;
-    NEWF(hidden, nh);
-    NEWF(bias, (size_t)N * N);
-    NEWF(keys, nkv);
-    NEWF(values, nkv);
-    STAGE(mact_embed(s, ids, N, emb, n_img * K, hidden));
-    STAGE(mact_attention_bias(s, ids, N, bias));
-    double max_hidden = 0;
-    for (int i = 0; i < splits; i++) {
-        int a = ranges[i][0], b = ranges[i][1];
+    if (!(g->hidden = alloc_n(nh, sizeof *g->hidden, err, el)) ||
+        !(g->bias = alloc_n((size_t)N * N, sizeof *g->bias, err, el)) ||
+        !(g->keys = alloc_n(nkv, sizeof *g->keys, err, el)) || !(g->values = alloc_n(nkv, sizeof *g->values, err, el)))
+        return MACT_ERR_NOMEM;
+    if ((rc = stage(g, mact_embed(g->s, g->ids, N, g->emb, g->n_img * g->K, g->hidden), err, el)) ||
+        (rc = stage(g, mact_attention_bias(g->s, g->ids, N, g->bias), err, el)))
+        return rc;
+    g->max_hidden = 0;
+    for (int i = 0; i < g->splits; i++) {
+        int a = g->ranges[i][0], b = g->ranges[i][1];
         char file[64];
-        TRY(!add(&z, "hidden_states", 3, (int64_t[]){1, N, D}, hidden, err, el) ||
-            !add(&z, "attention_bias", 4, (int64_t[]){1, 1, N, N}, bias, err, el) ? MACT_ERR_NOMEM : 0);
-        float *kk = keys + (size_t)a * N * KV, *vv = values + (size_t)a * N * KV;
-        STAGE(mact_llm_layers(s, hidden, bias, N, a, b, kk, vv));
-        for (size_t j = 0; j < nh; j++) if (fabs(hidden[j]) > max_hidden) max_hidden = fabs(hidden[j]);
-        TRY(!add(&z, "hidden_out", 3, (int64_t[]){1, N, D}, hidden, err, el) ||
-            !add(&z, "keys", 4, (int64_t[]){b - a, 1, N, KV}, kk, err, el) ||
-            !add(&z, "values", 4, (int64_t[]){b - a, 1, N, KV}, vv, err, el) ? MACT_ERR_NOMEM : 0);
+        if (!add(&g->z, "hidden_states", 3, (int64_t[]){1, N, D}, g->hidden, err, el) ||
+            !add(&g->z, "attention_bias", 4, (int64_t[]){1, 1, N, N}, g->bias, err, el))
+            return MACT_ERR_NOMEM;
+        float *kk = g->keys + (size_t)a * N * KV, *vv = g->values + (size_t)a * N * KV;
+        if ((rc = stage(g, mact_llm_layers(g->s, g->hidden, g->bias, N, a, b, kk, vv), err, el))) return rc;
+        for (size_t j = 0; j < nh; j++) if (fabs(g->hidden[j]) > g->max_hidden) g->max_hidden = fabs(g->hidden[j]);
+        if (!add(&g->z, "hidden_out", 3, (int64_t[]){1, N, D}, g->hidden, err, el) ||
+            !add(&g->z, "keys", 4, (int64_t[]){b - a, 1, N, KV}, kk, err, el) ||
+            !add(&g->z, "values", 4, (int64_t[]){b - a, 1, N, KV}, vv, err, el))
+            return MACT_ERR_NOMEM;
         snprintf(file, sizeof file, "llm_split%d_io.npz", i);
-        TRY(flush(&z, tmp, file, err, el));
+        if ((rc = flush(&g->z, tmp, file, err, el))) return rc;
     }
-    mact_session_tensor(s, "keys", &v);  /* the predict path's own KV, for the log */
-    double kv_diff = max_abs_diff(keys, v.data, nkv);
+    mact_tensor_view v;
+    mact_session_tensor(g->s, "keys", &v);  /* the predict path's own KV, for the log */
+    g->kv_diff = max_abs_diff(g->keys, v.data, nkv);
+    return 0;
+}
 
-    /* action context */
+/* action_context_io.npz */
+static int write_action_context(golden *g, const char *tmp, char *err, size_t el)
+{
+    const int N = g->N, L = g->L, KV = g->KV, AH = g->AH;
+    int rc;
     size_t nc = (size_t)L * N * AH;
-    NEWF(kctx, nc);
-    NEWF(vctx, nc);
-    STAGE(mact_action_context(s, keys, values, N, kctx, vctx));
-    TRY(!add(&z, "keys", 4, (int64_t[]){L, 1, N, KV}, keys, err, el) ||
-        !add(&z, "values", 4, (int64_t[]){L, 1, N, KV}, values, err, el) ||
-        !add(&z, "k_ctx", 4, (int64_t[]){L, 1, N, AH}, kctx, err, el) ||
-        !add(&z, "v_ctx", 4, (int64_t[]){L, 1, N, AH}, vctx, err, el) ? MACT_ERR_NOMEM : 0);
-    TRY(flush(&z, tmp, "action_context_io.npz", err, el));
+    if (!(g->kctx = alloc_n(nc, sizeof *g->kctx, err, el)) || !(g->vctx = alloc_n(nc, sizeof *g->vctx, err, el)))
+        return MACT_ERR_NOMEM;
+    if ((rc = stage(g, mact_action_context(g->s, g->keys, g->values, N, g->kctx, g->vctx), err, el))) return rc;
+    if (!add(&g->z, "keys", 4, (int64_t[]){L, 1, N, KV}, g->keys, err, el) ||
+        !add(&g->z, "values", 4, (int64_t[]){L, 1, N, KV}, g->values, err, el) ||
+        !add(&g->z, "k_ctx", 4, (int64_t[]){L, 1, N, AH}, g->kctx, err, el) ||
+        !add(&g->z, "v_ctx", 4, (int64_t[]){L, 1, N, AH}, g->vctx, err, el))
+        return MACT_ERR_NOMEM;
+    return flush(&g->z, tmp, "action_context_io.npz", err, el);
+}
 
-    /* action step: the chain of S single steps from the noise; the golden one is the last (t = (S-1)/S), its
-     * input the trajectory the earlier steps left */
-    NEWF(enc, (size_t)N);
-    NEWF(enc_f, (size_t)N);
-    NEWF(pad, (size_t)A);
-    NEWF(pad_f, (size_t)A);
-    NEWF(traj, (size_t)H * A);
-    STAGE(mact_encoder_mask(s, ids, N, enc));
-    int kept = 0;
-    for (int i = 0; i < N; i++) { enc_f[i] = enc[i] ? 1.f : 0.f; kept += enc[i] != 0; }
-    for (int d = 0; d < A; d++) { pad[d] = d >= adim; pad_f[d] = pad[d] ? 1.f : 0.f; }
+/* action_step_io.npz: the chain of S single steps from the noise; the golden one is the last (t = (S-1)/S), its
+ * input the trajectory the earlier steps left */
+static int write_action_step(golden *g, const char *tmp, char *err, size_t el)
+{
+    const int N = g->N, H = g->H, A = g->A, L = g->L, AH = g->AH, S = g->S;
+    int rc;
+    if (!(g->enc = alloc_n((size_t)N, sizeof *g->enc, err, el)) ||
+        !(g->enc_f = alloc_n((size_t)N, sizeof *g->enc_f, err, el)) ||
+        !(g->pad = alloc_n((size_t)A, sizeof *g->pad, err, el)) ||
+        !(g->pad_f = alloc_n((size_t)A, sizeof *g->pad_f, err, el)) ||
+        !(g->traj = alloc_n((size_t)H * A, sizeof *g->traj, err, el)))
+        return MACT_ERR_NOMEM;
+    uint8_t *enc = g->enc, *pad = g->pad;
+    float *traj = g->traj;
+    if ((rc = stage(g, mact_encoder_mask(g->s, g->ids, N, enc), err, el))) return rc;
+    g->kept = 0;
+    for (int i = 0; i < N; i++) { g->enc_f[i] = enc[i] ? 1.f : 0.f; g->kept += enc[i] != 0; }
+    for (int d = 0; d < A; d++) { pad[d] = d >= g->adim; g->pad_f[d] = pad[d] ? 1.f : 0.f; }
     for (int r = 0; r < H; r++)
-        for (int d = 0; d < A; d++) traj[r * A + d] = pad[d] ? 0.f : noise[r * A + d];
-    for (int k = 0; k + 1 < S; k++) STAGE(mact_action_step(s, traj, H, (float)k / (float)S, S, kctx, vctx, enc, N, pad));
+        for (int d = 0; d < A; d++) traj[r * A + d] = pad[d] ? 0.f : g->noise[r * A + d];
+    for (int k = 0; k + 1 < S; k++)
+        if ((rc = stage(g, mact_action_step(g->s, traj, H, (float)k / (float)S, S, g->kctx, g->vctx, enc, N, pad),
+                        err, el)))
+            return rc;
     const float tlast = (float)(S - 1) / (float)S;
-    TRY(!add(&z, "trajectory", 3, (int64_t[]){1, H, A}, traj, err, el) ||
-        !add(&z, "timestep", 1, (int64_t[]){1}, &tlast, err, el) ||
-        !add(&z, "k_ctx", 4, (int64_t[]){L, 1, N, AH}, kctx, err, el) ||
-        !add(&z, "v_ctx", 4, (int64_t[]){L, 1, N, AH}, vctx, err, el) ||
-        !add(&z, "encoder_attention_mask", 2, (int64_t[]){1, N}, enc_f, err, el) ||
-        !add(&z, "action_dim_is_pad", 2, (int64_t[]){1, A}, pad_f, err, el) ? MACT_ERR_NOMEM : 0);
-    STAGE(mact_action_step(s, traj, H, tlast, S, kctx, vctx, enc, N, pad));
-    TRY(!add(&z, "next_trajectory", 3, (int64_t[]){1, H, A}, traj, err, el) ? MACT_ERR_NOMEM : 0);
-    TRY(flush(&z, tmp, "action_step_io.npz", err, el));
+    if (!add(&g->z, "trajectory", 3, (int64_t[]){1, H, A}, traj, err, el) ||
+        !add(&g->z, "timestep", 1, (int64_t[]){1}, &tlast, err, el) ||
+        !add(&g->z, "k_ctx", 4, (int64_t[]){L, 1, N, AH}, g->kctx, err, el) ||
+        !add(&g->z, "v_ctx", 4, (int64_t[]){L, 1, N, AH}, g->vctx, err, el) ||
+        !add(&g->z, "encoder_attention_mask", 2, (int64_t[]){1, N}, g->enc_f, err, el) ||
+        !add(&g->z, "action_dim_is_pad", 2, (int64_t[]){1, A}, g->pad_f, err, el))
+        return MACT_ERR_NOMEM;
+    if ((rc = stage(g, mact_action_step(g->s, traj, H, tlast, S, g->kctx, g->vctx, enc, N, pad), err, el))) return rc;
+    if (!add(&g->z, "next_trajectory", 3, (int64_t[]){1, H, A}, traj, err, el)) return MACT_ERR_NOMEM;
+    return flush(&g->z, tmp, "action_step_io.npz", err, el);
+}
 
-    /* the whole loop, and the whole path in one call */
-    NEWF(loop, (size_t)H * A);
-    memcpy(loop, noise, (size_t)H * A * sizeof(float));
-    STAGE(mact_action_generate(s, loop, H, adim, S, keys, values, enc, N));
-    TRY(!add(&z, "keys", 4, (int64_t[]){L, 1, N, KV}, keys, err, el) ||
-        !add(&z, "values", 4, (int64_t[]){L, 1, N, KV}, values, err, el) ||
-        !add(&z, "encoder_attention_mask", 2, (int64_t[]){1, N}, enc_f, err, el) ||
-        !add(&z, "noise", 3, (int64_t[]){1, H, A}, noise, err, el) ||
-        !add(&z, "actions_norm", 3, (int64_t[]){1, H, A}, loop, err, el) ? MACT_ERR_NOMEM : 0);
-    TRY(flush(&z, tmp, "action_loop_io.npz", err, el));
-    NEWF(e2e, (size_t)H * A);
-    memcpy(e2e, noise, (size_t)H * A * sizeof(float));
-    STAGE(mact_generate_from_ids(s, pv, n_img, ids, N, e2e, H, adim, S));
-    {
-        mact_array *a = &z.a[z.n];
-        if (mact_array_alloc(a, "input_ids", MACT_I64, 2, (int64_t[]){1, N}, err, el)) { rc = MACT_ERR_NOMEM; goto out; }
-        z.n++;
-        memcpy(a->data, ids, (size_t)N * sizeof *ids);
-    }
-    TRY(!add(&z, "pixel_values", 4, (int64_t[]){1, n_img, P, PD}, pv, err, el) ||
-        !add(&z, "noise", 3, (int64_t[]){1, H, A}, noise, err, el) ||
-        !add(&z, "actions_norm", 3, (int64_t[]){1, H, A}, e2e, err, el) ? MACT_ERR_NOMEM : 0);
-    TRY(flush(&z, tmp, "e2e_io.npz", err, el));
-    double step_vs_loop = max_abs_diff(traj, loop, (size_t)H * A), e2e_vs_loop = max_abs_diff(e2e, loop, (size_t)H * A);
-    double pred_vs_loop = max_abs_diff(pred_norm, loop, (size_t)H * A);
+/* action_loop_io.npz: the whole loop in one call */
+static int write_action_loop(golden *g, const char *tmp, char *err, size_t el)
+{
+    const int N = g->N, H = g->H, A = g->A, L = g->L, KV = g->KV;
+    int rc;
+    if (!(g->loop = alloc_n((size_t)H * A, sizeof *g->loop, err, el))) return MACT_ERR_NOMEM;
+    memcpy(g->loop, g->noise, (size_t)H * A * sizeof(float));
+    if ((rc = stage(g, mact_action_generate(g->s, g->loop, H, g->adim, g->S, g->keys, g->values, g->enc, N), err, el)))
+        return rc;
+    if (!add(&g->z, "keys", 4, (int64_t[]){L, 1, N, KV}, g->keys, err, el) ||
+        !add(&g->z, "values", 4, (int64_t[]){L, 1, N, KV}, g->values, err, el) ||
+        !add(&g->z, "encoder_attention_mask", 2, (int64_t[]){1, N}, g->enc_f, err, el) ||
+        !add(&g->z, "noise", 3, (int64_t[]){1, H, A}, g->noise, err, el) ||
+        !add(&g->z, "actions_norm", 3, (int64_t[]){1, H, A}, g->loop, err, el))
+        return MACT_ERR_NOMEM;
+    return flush(&g->z, tmp, "action_loop_io.npz", err, el);
+}
 
-    /* trace.json */
-    tr = cJSON_CreateObject();
+/* e2e_io.npz: the whole path from ids, pixel values and noise in one call */
+static int write_e2e(golden *g, const char *tmp, char *err, size_t el)
+{
+    const int N = g->N, H = g->H, A = g->A;
+    int rc;
+    if (!(g->e2e = alloc_n((size_t)H * A, sizeof *g->e2e, err, el))) return MACT_ERR_NOMEM;
+    memcpy(g->e2e, g->noise, (size_t)H * A * sizeof(float));
+    if ((rc = stage(g, mact_generate_from_ids(g->s, g->pv, g->n_img, g->ids, N, g->e2e, H, g->adim, g->S), err, el)))
+        return rc;
+    mact_array *a = &g->z.a[g->z.n];
+    if (mact_array_alloc(a, "input_ids", MACT_I64, 2, (int64_t[]){1, N}, err, el)) return MACT_ERR_NOMEM;
+    g->z.n++;
+    memcpy(a->data, g->ids, (size_t)N * sizeof *g->ids);
+    if (!add(&g->z, "pixel_values", 4, (int64_t[]){1, g->n_img, g->P, g->PD}, g->pv, err, el) ||
+        !add(&g->z, "noise", 3, (int64_t[]){1, H, A}, g->noise, err, el) ||
+        !add(&g->z, "actions_norm", 3, (int64_t[]){1, H, A}, g->e2e, err, el))
+        return MACT_ERR_NOMEM;
+    return flush(&g->z, tmp, "e2e_io.npz", err, el);
+}
+
+/* trace.json: how the set was made */
+static int write_trace(const golden *g, const mact_export_golden_options *o, const char *tmp, char *err, size_t el)
+{
+    const mact_model_info *mi = &g->mi;
+    cJSON *tr = cJSON_CreateObject();
     cJSON_AddStringToObject(tr, "preset", "mact export");
     if (o->noise) cJSON_AddNullToObject(tr, "seed");
     else cJSON_AddNumberToObject(tr, "seed", (double)o->seed);
     cJSON_AddStringToObject(tr, "model_dir", o->model_dir);
-    cJSON_AddNumberToObject(tr, "n_images", n_img);
-    cJSON_AddNumberToObject(tr, "seq_len", N);
+    cJSON_AddNumberToObject(tr, "n_images", g->n_img);
+    cJSON_AddNumberToObject(tr, "seq_len", g->N);
     cJSON *sp = cJSON_AddArrayToObject(tr, "llm_splits");
-    for (int i = 0; i < splits; i++) cJSON_AddItemToArray(sp, cJSON_CreateIntArray(ranges[i], 2));
-    cJSON_AddNumberToObject(tr, "num_steps", S);
-    cJSON_AddNumberToObject(tr, "action_horizon", H);
-    cJSON_AddStringToObject(tr, "pooling_mask", pool_name(mi.pooling_mask));
-    cJSON_AddStringToObject(tr, "encoder_mask", mi.encoder_mask == MACT_ENC_ALL ? "all" : "drop_eos");
-    cJSON_AddBoolToObject(tr, "massive_activations", max_hidden >= 1e3);
-    cJSON_AddNumberToObject(tr, "action_dim", adim);
-    cJSON_AddNumberToObject(tr, "tokens_per_image", K);
-    cJSON_AddNumberToObject(tr, "action_step_index", S - 1);
-    cJSON_AddNumberToObject(tr, "max_abs_hidden", max_hidden);
-    cJSON_AddNumberToObject(tr, "encoder_mask_kept", kept);
-    cJSON_AddBoolToObject(tr, "has_sampler", mi.has_sampler);
+    for (int i = 0; i < g->splits; i++) cJSON_AddItemToArray(sp, cJSON_CreateIntArray(g->ranges[i], 2));
+    cJSON_AddNumberToObject(tr, "num_steps", g->S);
+    cJSON_AddNumberToObject(tr, "action_horizon", g->H);
+    cJSON_AddStringToObject(tr, "pooling_mask", pool_name(mi->pooling_mask));
+    cJSON_AddStringToObject(tr, "encoder_mask", mi->encoder_mask == MACT_ENC_ALL ? "all" : "drop_eos");
+    cJSON_AddBoolToObject(tr, "massive_activations", g->max_hidden >= 1e3);
+    cJSON_AddNumberToObject(tr, "action_dim", g->adim);
+    cJSON_AddNumberToObject(tr, "tokens_per_image", g->K);
+    cJSON_AddNumberToObject(tr, "action_step_index", g->S - 1);
+    cJSON_AddNumberToObject(tr, "max_abs_hidden", g->max_hidden);
+    cJSON_AddNumberToObject(tr, "encoder_mask_kept", g->kept);
+    cJSON_AddBoolToObject(tr, "has_sampler", mi->has_sampler);
     cJSON_AddStringToObject(tr, "task", o->task);
     cJSON_AddStringToObject(tr, "generator", "mact export golden (mact " MACT_VERSION_STRING ", fp32)");
-    txt = cJSON_Print(tr);
-    {
-        char p[4300];
-        snprintf(p, sizeof p, "%.4000s/trace.json", tmp);
-        FILE *f = txt ? fopen(p, "w") : NULL;
-        int ok = f && fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
-        if (f && fclose(f)) ok = 0;
-        if (!ok) { snprintf(err, el, "cannot write %.900s", p); rc = MACT_ERR_IO; goto out; }
-    }
-    TRY(mact_export_commit(tmp, out_dir, err, el));
-    tmp[0] = 0;
-    if (log)
-        fprintf(log, "wrote %s: N=%d K=%d n_img=%d splits=%d steps=%d H=%d A=%d action_dim=%d pooling=%s encoder_mask=%s "
-                "(kept %d/%d) max|hidden|=%.4g; chain vs predict: keys max diff %.3g, actions_norm max diff %.3g; "
-                "steps vs loop %.3g; e2e vs loop %.3g\n", out_dir, N, K, n_img, splits, S, H, A, adim,
-                pool_name(mi.pooling_mask), mi.encoder_mask == MACT_ENC_ALL ? "all" : "drop_eos", kept, N, max_hidden,
-                kv_diff, pred_vs_loop, step_vs_loop, e2e_vs_loop);
-out:
-    if (tmp[0]) mact_export_abort(tmp);
-    drop(&z);
+    char *txt = cJSON_Print(tr);
+    char p[4300];
+    snprintf(p, sizeof p, "%.4000s/trace.json", tmp);
+    FILE *f = txt ? fopen(p, "w") : NULL;
+    int ok = f && fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f)) ok = 0;
     cJSON_free(txt);
     cJSON_Delete(tr);
-    free(actions); free(pv); free(noise); free(emb); free(hidden); free(bias); free(keys); free(values);
-    free(kctx); free(vctx); free(traj); free(loop); free(e2e); free(enc_f); free(pad_f); free(ids); free(enc); free(pad);
-    mact_session_free(s);
-    mact_model_free(m);
+    if (!ok) { snprintf(err, el, "cannot write %.900s", p); return MACT_ERR_IO; }
+    return 0;
+}
+
+int mact_export_golden(const mact_export_golden_options *o, const char *out_dir, FILE *log, char *err, size_t el)
+{
+    char tmp[4200] = "";
+    golden g = {0};
+    int rc;
+    if ((rc = golden_predict(&g, o, err, el))) goto out;
+    /* the model loaded and the inputs were accepted: only now is anything written */
+    if ((rc = mact_export_begin(out_dir, tmp, sizeof tmp, err, el)) || (rc = golden_inputs(&g, err, el)) ||
+        (rc = write_vision(&g, tmp, err, el)) || (rc = write_llm_splits(&g, o, tmp, err, el)) ||
+        (rc = write_action_context(&g, tmp, err, el)) || (rc = write_action_step(&g, tmp, err, el)) ||
+        (rc = write_action_loop(&g, tmp, err, el)) || (rc = write_e2e(&g, tmp, err, el)))
+        goto out;
+    const size_t n = (size_t)g.H * g.A;
+    double step_vs_loop = max_abs_diff(g.traj, g.loop, n), e2e_vs_loop = max_abs_diff(g.e2e, g.loop, n);
+    double pred_vs_loop = max_abs_diff(g.pred_norm, g.loop, n);
+    if ((rc = write_trace(&g, o, tmp, err, el)) || (rc = mact_export_commit(tmp, out_dir, err, el))) goto out;
+    tmp[0] = 0;
+    if (log)
+        fprintf(log, "wrote %s: N=%d K=%d n_img=%d splits=%d steps=%d H=%d A=%d action_dim=%d pooling=%s "
+                "encoder_mask=%s (kept %d/%d) max|hidden|=%.4g; chain vs predict: keys max diff %.3g, actions_norm "
+                "max diff %.3g; steps vs loop %.3g; e2e vs loop %.3g\n", out_dir, g.N, g.K, g.n_img, g.splits, g.S,
+                g.H, g.A, g.adim, pool_name(g.mi.pooling_mask), g.mi.encoder_mask == MACT_ENC_ALL ? "all" : "drop_eos",
+                g.kept, g.N, g.max_hidden, g.kv_diff, pred_vs_loop, step_vs_loop, e2e_vs_loop);
+out:
+    if (tmp[0]) mact_export_abort(tmp);
+    golden_free(&g);
     return rc;
 }

@@ -344,8 +344,22 @@ static int parse_rtc(const cJSON *j, mact_rtc_options *r, char *err, size_t errl
     return 0;
 }
 
-int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity_options *o, FILE *out)
+/* the fields o leaves 0 from the precision's gates (parity.h) */
+static mact_parity_options gates_of(const mact_parity_options *o)
 {
+    mact_parity_options g = *o;
+    const int reduced = o->precision != MACT_PRECISION_FP32, int8 = o->precision == MACT_PRECISION_INT8;
+    if (g.cos_min == 0) g.cos_min = reduced ? 0.999 : 0.99999;
+    if (reduced && g.rel_tol == 0) g.tol_informational = 1;
+    if (g.rel_tol == 0) g.rel_tol = 1e-4;
+    if (g.abs_tol == 0) g.abs_tol = int8 ? 0.25 : reduced ? 0.05 : 1e-4;
+    if (g.vjp_abs_tol == 0) g.vjp_abs_tol = reduced ? 3 * g.abs_tol : g.abs_tol;
+    return g;
+}
+
+int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity_options *o0, FILE *out)
+{
+    const mact_parity_options g = gates_of(o0), *o = &g;
     char path[4200], err[1024], *txt = NULL;
     snprintf(path, sizeof path, "%s/trace.json", golden_dir);
     size_t tlen = 0;
@@ -389,8 +403,7 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
         }
         has_rtc = 1;
     }
-    mact_load_options lo = {.precision = o->precision ? o->precision : MACT_PRECISION_FP32,
-                            .int8_parts = o->int8_parts};
+    mact_load_options lo = {.precision = o->precision, .int8_parts = o->int8_parts};
     const char *pm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "pooling_mask"));
     const char *em = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tr, "encoder_mask"));
     if (pm) lo.pooling_mask = !strcmp(pm, "sdpa") ? MACT_POOL_SDPA : !strcmp(pm, "eager") ? MACT_POOL_EAGER : MACT_POOL_NONE;
@@ -410,8 +423,8 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
     report rp = {.out = out, .o = o};
     char parts[64];
     fprintf(out, "precision: %s%s%s%s%s\n", mact_precision_str(lo.precision),
-            m->kprec != (mact_precision)lo.precision ? " computed as " : "",
-            m->kprec != (mact_precision)lo.precision ? mact_precision_str(m->kprec) : "",
+            m->kprec != lo.precision ? " computed as " : "",
+            m->kprec != lo.precision ? mact_precision_str(m->kprec) : "",
             m->int8_parts ? ", int8 components " : "", m->int8_parts ? mact_int8_parts_str(m->int8_parts, parts, sizeof parts) : "");
     fprintf(out, "%-16s %-16s %12s %12s %12s %-6s %s\n", "context", "output", "cosine", "max_abs_err", "max|ref|",
             "in_tol", "result");
@@ -460,7 +473,7 @@ int mact_parity(const char *golden_dir, const char *model_dir, const mact_parity
     run_actions(&rp, s, golden_dir, "e2e_io.npz", num_steps, action_dim, NULL);
     fprintf(out, "parity: %d passed, %d failed (cosine >= %g; max abs <= %g x max|ref|%s; actions max abs <= %g, "
             "the RTC vjp row's <= %g)\n", rp.passed, rp.failed, o->cos_min, o->rel_tol,
-            o->tol_informational ? " informational" : "", o->abs_tol, o->vjp_abs_tol > 0 ? o->vjp_abs_tol : o->abs_tol);
+            o->tol_informational ? " informational" : "", o->abs_tol, o->vjp_abs_tol);
     mact_session_free(s);
     mact_model_free(m);
     cJSON_Delete(tr);

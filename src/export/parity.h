@@ -2,15 +2,20 @@
 #ifndef MACT_PARITY_H
 #define MACT_PARITY_H
 #include <stdio.h>
+#include "mact.h"
 
+/* The gates: a field left 0 takes the precision's documented gate (docs/parity.md): fp32 cosine >= 0.99999, max abs
+ * <= 1e-4 x max|ref|, actions max abs <= 1e-4; bf16 (also DEFAULT) cosine >= 0.999, actions <= 0.05, int8 cosine >=
+ * 0.999, actions <= 0.25, the relative bound reported only unless rel_tol is given; the RTC vjp row 3x the actions'. */
 typedef struct {
     double cos_min;          /* every output's cosine must reach this */
     double rel_tol;          /* and its max abs error <= rel_tol * max|ref| ... */
     int tol_informational;   /* ... unless this is set (massive activations): then only reported */
     double abs_tol;          /* normalised actions: max abs error bound */
-    double vjp_abs_tol;      /* the RTC vjp row's bound (its actions are ~3x larger: g = 10 at t = 0); 0 = abs_tol */
+    double vjp_abs_tol;      /* the RTC vjp row's bound (its actions are ~3x larger: g = 10 at t = 0) */
     int max_tokens;          /* session size; 0 = default */
-    int precision;           /* MACT_PRECISION_*; the gate's default is FP32 (exact mode) */
+    mact_precision precision; /* as mact_load_options (DEFAULT: the library's, BF16); `mact parity` asks FP32, the
+                                 exact mode its default gates are for */
     unsigned int8_parts;     /* INT8: MACT_PART_* quantized; 0 = the library's default */
 } mact_parity_options;
 

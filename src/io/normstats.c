@@ -32,6 +32,40 @@ static int read_vec(const cJSON *o, const char *key, double *v, int *dim, const 
     return 0;
 }
 
+char *mact_norm_join_names(const char *const *names, int n)
+{
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t l = names[i] ? strlen(names[i]) : MACT_NORM_MAX_NAME;
+        if (l >= MACT_NORM_MAX_NAME) return NULL;
+        for (size_t k = 0; k < l; k++)
+            if ((unsigned char)names[i][k] < 0x20 || names[i][k] == 0x7f) return NULL;
+        len += l + 1;
+    }
+    char *s = n > 0 ? malloc(len) : NULL;
+    for (size_t o = 0, i = 0; s && i < (size_t)n; i++) {
+        const size_t l = strlen(names[i]);
+        memcpy(s + o, names[i], l);
+        o += l;
+        s[o++] = i + 1 < (size_t)n ? '\n' : 0;
+    }
+    return s;
+}
+
+/* a statistic's optional "names": kept when they are dim plain strings (else not shown: they name, never compute) */
+static char *read_names(const cJSON *o, int dim)
+{
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "names");
+    if (!cJSON_IsArray(nm) || cJSON_GetArraySize(nm) != dim || dim < 1) return NULL;
+    const char *v[MACT_NORM_MAX_DIM];
+    for (int i = 0; i < dim; i++) {
+        const cJSON *x = cJSON_GetArrayItem(nm, i);
+        if (!cJSON_IsString(x)) return NULL;
+        v[i] = x->valuestring;
+    }
+    return mact_norm_join_names(v, dim);
+}
+
 static int read_feature(const cJSON *o, int mode, mact_feature_stats *f, const char *where, char *err, size_t el)
 {
     static const char *const pairs[][2] = {{"q01", "q99"}, {"min", "max"}, {"mean", "std"}, {"q10", "q90"}, {NULL, NULL}};
@@ -80,6 +114,7 @@ static int read_feature(const cJSON *o, int mode, mact_feature_stats *f, const c
         f->mask_given = m != NULL;
         f->zero[i] = have_mm && mn[i] == mx[i];
     }
+    f->names = read_names(o, f->dim);
     return 0;
 }
 
@@ -151,7 +186,7 @@ static int parse(const char *json, int state_mode, int action_mode, mact_norm_st
     }
     if (state_mode < 0) state_mode = action_mode = ns->mode;
     cJSON_ArrayForEach(t, tags) {
-        mact_norm_tag *g = &ns->tags[ns->n_tags];
+        mact_norm_tag *g = &ns->tags[ns->n_tags++];   /* counted at once: a failed tag's names are freed too */
         size_t nl = strlen(t->string);
         if (nl == 0 || nl >= sizeof g->name) {
             rc = mact_errf(err, el, MACT_ERR_FORMAT, "norm_stats.json: tag name of %zu bytes (\"%.40s...\"); names "
@@ -200,7 +235,6 @@ static int parse(const char *json, int state_mode, int action_mode, mact_norm_st
                            g->name, g->n_action_steps, g->action_horizon);
             goto out;
         }
-        ns->n_tags++;
     }
 out:
     cJSON_Delete(r);
@@ -221,6 +255,10 @@ int mact_norm_stats_parse_modes(const char *json, int state_mode, int action_mod
 void mact_norm_stats_free(mact_norm_stats *ns)
 {
     if (!ns) return;
+    for (int i = 0; ns->tags && i < ns->n_tags; i++) {
+        free(ns->tags[i].state.names);
+        free(ns->tags[i].action.names);
+    }
     free(ns->tags);
     ns->tags = NULL;
     ns->n_tags = 0;

@@ -28,6 +28,8 @@ typedef struct {
     uint8_t mask[MACT_NORM_MAX_DIM];                      /* 0: dim passes through raw */
     uint8_t zero[MACT_NORM_MAX_DIM];                      /* HF: min == max, normalised value forced to 0 */
     int mask_given;                                       /* the file had a mask (else mask is all 1) */
+    char *names;                                          /* the dims' names joined by '\n' (malloc'd; NULL: none given;
+                                                             freed by mact_norm_stats_free) */
 } mact_feature_stats;
 
 /* state'[:n] = signs * state[:n] + offsets before normalisation; actions[:n] = signs * (a'[:n] - offsets) after */
@@ -65,6 +67,9 @@ int mact_norm_stats_parse(const char *json, mact_norm_stats *ns, char *err, size
 int mact_norm_stats_parse_modes(const char *json, int state_mode, int action_mode, mact_norm_stats *ns, char *err,
                                 size_t errlen);
 void mact_norm_stats_free(mact_norm_stats *ns);
+/* n names (each < MACT_NORM_MAX_NAME bytes, no control character) joined by '\n' into a malloc'd string; NULL when n
+ * is 0, a name breaks the rule, or memory is short (names are shown, never computed with). */
+char *mact_norm_join_names(const char *const *names, int n);
 /* Tag by name; NULL: the default tag, else the only tag. On failure err lists the valid tags. */
 const mact_norm_tag *mact_norm_find_tag(const mact_norm_stats *ns, const char *name, char *err, size_t errlen);
 

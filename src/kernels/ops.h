@@ -1,8 +1,9 @@
-/* The ops table: what a kernel backend implements, one table per level (kernels/ref/ref.c: plain C, every
- * op; kernels/x86/ops.c: AVX2, AVX-512, AVX-512 BF16). The dispatch in kernels/kernels.c splits work over
- * the context's pool and calls these; an entry left NULL falls back to the plain-C reference, so a new
- * backend can start from the reference and replace one op at a time. Every op of every level has the
- * reference as its twin in tests/c/test_kernels.c. */
+/* The ops table: what a kernel backend implements, one table per level, in three backends: kernels/ref/ref.c
+ * (plain C, every op), kernels/x86/ops.c (AVX2, AVX-512, AVX-512 BF16; the int8 GEMM where VNNI is) and
+ * kernels/arm/ops.c (NEON, + fp16 + dotprod, + i8mm + bf16). The dispatch in kernels/kernels.c splits work over the
+ * context's pool and calls these; an entry left NULL falls back to the plain-C reference, so a new backend can start
+ * from the reference and replace one op at a time. Every op of every level has the reference as its twin in
+ * tests/c/test_kernels.c. */
 #ifndef MACT_KERNELS_OPS_H
 #define MACT_KERNELS_OPS_H
 #include "kernels/kernels.h"

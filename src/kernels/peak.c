@@ -2,7 +2,7 @@
  * not wait on a job queue), best of 3 runs, in G ops/s for ops_per_iter per iteration; 0 when the threads could
  * not all be started. Shared by the x86 and ARM backends. */
 #include <pthread.h>
-#include <time.h>
+#include "base/clock.h"
 #include "kernels/ops.h"
 
 typedef struct {
@@ -24,12 +24,11 @@ double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_pe
     if (threads > 256) threads = 256;
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
-        struct timespec t0, t1;
         double sink = 0;
         pthread_t th[256];
         peak_arg pa[256];
         int started = 0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        const double t0 = mact_clock_s();
         for (int t = 1; t < threads; t++) {
             pa[t] = (peak_arg){body, iters, 0};
             if (pthread_create(&th[t], NULL, peak_thread, &pa[t])) break;
@@ -40,9 +39,8 @@ double mact_peak_best_of_3(double (*body)(long iters), long iters, double ops_pe
             pthread_join(th[t], NULL);
             sink += pa[t].sink;
         }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double s = mact_clock_s() - t0;
         if (started + 1 < threads) return 0;
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         double g = (double)threads * (double)iters * ops_per_iter / s / 1e9;
         if (g > best && sink == sink) best = g;
     }

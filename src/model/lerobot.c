@@ -642,6 +642,18 @@ static void set_cameras(mact_norm_tag *t, const mact_lr_pipeline *pre, const mac
     for (int i = 0; i < n && i < MACT_NORM_MAX_CAMERAS; i++) strcpy(t->camera_keys[i], keys[i]);
 }
 
+/* the dims' names from the config's dataset_feature_names, when it names each dim of the feature (display only) */
+static void set_names(mact_feature_stats *f, const char (*names)[128], int n)
+{
+    if (n != f->dim) return;
+    const char *v[MACT_NORM_MAX_DIM];
+    for (int i = 0; i < n; i++) v[i] = names[i];
+    char *s = mact_norm_join_names(v, n);
+    if (!s) return;
+    free(f->names);
+    f->names = s;
+}
+
 static int check_frame(const mact_joint_frame *j, int dim, const char *what, const char *file, char *err, size_t el)
 {
     return j->n > dim ? mact_errf(err, el, MACT_ERR_FORMAT, "%s: joint_signs has %d values but the %s has %d dims",
@@ -691,6 +703,8 @@ static int tags_from_processors(const char *dir, const mact_lr_config *c, mact_n
     snprintf(t->setup_type, sizeof t->setup_type, "%s", pre->setup_type);
     snprintf(t->control_mode, sizeof t->control_mode, "%s", pre->control_mode);
     set_cameras(t, pre, c);
+    set_names(&t->state, c->state_names, c->n_state_names);
+    set_names(&t->action, c->action_names, c->n_action_names);
     ns->tags = t;
     t = NULL;
     ns->n_tags = 1;
@@ -745,6 +759,8 @@ static int tags_from_stats(const mact_lr_config *c, const char *stats_path, mact
         t->n_action_steps = c->n_action_steps;
         if (*c->setup_type) snprintf(t->setup_type, sizeof t->setup_type, "%s", c->setup_type);
         if (*c->control_mode) snprintf(t->control_mode, sizeof t->control_mode, "%s", c->control_mode);
+        set_names(&t->state, c->state_names, c->n_state_names);
+        set_names(&t->action, c->action_names, c->n_action_names);
         /* the tag's camera_keys stand when the config names none and they are among its VISUAL features */
         int all = 1;
         for (int k = 0; k < t->n_cameras && k < MACT_NORM_MAX_CAMERAS && c->n_visual; k++) {

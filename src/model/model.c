@@ -745,7 +745,17 @@ static void describe_frame(const mact_joint_frame *j, const char *what, char *bu
     P("]");
 }
 
-/* per tag: what a caller sends and gets, and how the numbers are mapped */
+/* a '\n'-joined name list as "a, b, c" */
+static void describe_names(const char *names, char *buf, size_t bl, size_t *o)
+{
+    for (const char *p = names; p && *p;) {
+        const size_t l = strcspn(p, "\n");
+        P("%s%.*s", p == names ? " " : ", ", (int)l, p);
+        p += l + (p[l] == '\n');
+    }
+}
+
+/* per tag: what a caller sends and gets, and how the numbers are mapped (mact_model_tags_json is the same as JSON) */
 static void describe_tags(const struct mact_model *m, char *buf, size_t bl, size_t *o)
 {
     if (!m->ns) return;
@@ -755,11 +765,15 @@ static void describe_tags(const struct mact_model *m, char *buf, size_t bl, size
       def ? "\")" : "");
     for (int i = 0; i < ns->n_tags && i < 64; i++) {
         const mact_norm_tag *t = &ns->tags[i];
-        P("  %s: state %d, actions %d x %d (of %d), cameras %d", t->name, t->state.dim,
-          t->action_horizon ? t->action_horizon : m->cfg.max_action_horizon, t->action.dim,
-          t->action_horizon ? t->action_horizon : m->cfg.max_action_horizon, t->n_cameras);
-        for (int c = 0; c < t->n_cameras && c < MACT_NORM_MAX_CAMERAS; c++) P("%s%s", c ? ", " : " (", t->camera_keys[c]);
-        P("%s; flow steps %d; %s; ", t->n_cameras ? ")" : "", m->cfg.flow_steps,
+        const int H = t->action_horizon ? t->action_horizon : m->cfg.max_action_horizon;
+        P("  %s%s:\n    send: state [%d]", t->name, t == def ? " (default)" : "", t->state.dim);
+        describe_names(t->state.names, buf, bl, o);
+        P("\n          cameras %d%s", t->n_cameras, t->n_cameras ? ", in this order:" : " (the tag names none)");
+        for (int c = 0; c < t->n_cameras && c < MACT_NORM_MAX_CAMERAS; c++) P("%s%s", c ? ", " : " ", t->camera_keys[c]);
+        P("\n    get:  actions [%d x %d]", t->n_action_steps ? t->n_action_steps : H, t->action.dim);
+        describe_names(t->action.names, buf, bl, o);
+        P("\n          the first %d rows of a horizon of %d; flow steps %d\n    maps: %s; ",
+          t->n_action_steps ? t->n_action_steps : H, H, m->cfg.flow_steps,
           t->lerobot ? "LeRobot's processors (float32)" : "HF norm_stats arithmetic");
         describe_frame(&t->state_frame, "joint frame: state", buf, bl, o);
         describe_frame(&t->action_frame, ", actions", buf, bl, o);

@@ -20,39 +20,76 @@ const char *mact_session_error(const mact_session *s) { return s ? s->err : "no 
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* one activation buffer: where its pointer goes, its size in floats */
 typedef struct { float **dst; int64_t n; } plan_item;
 
-mact_status mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out, char *err,
-                             size_t errlen)
+/* the session's threads: the caller's pool, or one of its own (more threads than CPUs only lose) */
+static int session_pool(struct mact_session *s, const mact_session_options *opt, mact_threadpool **pool, char *err,
+                        size_t errlen)
 {
-    if (!out) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_session_new: out is NULL");
-    *out = NULL;
-    if (!m) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_session_new: model is NULL");
-    const mact_config *c = &m->cfg;
-    size_t max_images = opt && opt->max_images ? opt->max_images : MACT_DEFAULT_MAX_IMAGES;
-    size_t max_tokens = opt && opt->max_tokens ? opt->max_tokens : MACT_DEFAULT_MAX_TOKENS;
-    if (max_tokens > (size_t)c->max_position_embeddings) max_tokens = (size_t)c->max_position_embeddings;
-    /* the image bound keeps every [max_images, ...] buffer size and the prompt's image tokens in int range */
-    if (max_images > 256)
-        return mact_errf(err, errlen, MACT_ERR_INPUT, "max_images %zu: a session takes at most 256 frames", max_images);
-    struct mact_session *s = calloc(1, sizeof *s);
-    if (!s) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
-    s->m = m;
-    s->max_images = (int)max_images;
-    s->max_tokens = (int)max_tokens;
-    /* the session's threads: the caller's pool, or one of its own (more threads than CPUs only lose) */
-    mact_threadpool *pool = opt ? opt->threadpool : NULL;
-    if (!pool) {
-        int nt = opt && opt->n_threads > 0 ? opt->n_threads : mact_cpu_count();
-        if (nt > mact_cpu_count()) nt = mact_cpu_count();
-        int rc = mact_threadpool_new(nt, &s->own_pool, err, errlen);
-        if (rc) {
-            free(s);
-            return rc;
-        }
-        pool = s->own_pool;
-    }
+    *pool = opt ? opt->threadpool : NULL;
+    if (*pool) return 0;
+    int nt = opt && opt->n_threads > 0 ? opt->n_threads : mact_cpu_count();
+    if (nt > mact_cpu_count()) nt = mact_cpu_count();
+    int rc = mact_threadpool_new(nt, &s->own_pool, err, errlen);
+    if (rc) return rc;
+    *pool = s->own_pool;
+    return 0;
+}
 
+/* the kernels' context on pool, its scratch sized for the most rows any GEMM has; nonzero: out of memory */
+static int session_kernels(struct mact_session *s, mact_threadpool *pool)
+{
+    const mact_model *m = s->m;
+    const mact_config *c = &m->cfg;
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, T = (int64_t)c->pooled_h * c->pooled_w;
+    const int64_t W = (int64_t)c->pool_h * c->pool_w, N = s->max_tokens, H = c->max_action_horizon;
+    /* the GEMMs' rows: ViT patches, pooling keys, prompt tokens, action rows */
+    const int64_t rows = max64(max64(P, T * W), max64(N, H));
+    return mact_kctx_init(&s->kc, m->ops, m->kprec, pool, mact_gemm_scratch0(rows, m->max_k),
+                          mact_gemm_scratch0(32, m->max_k), mact_gemm_scratch1(rows),
+                          m->kprec == MACT_PRECISION_INT8 ? mact_i8_split_scratch(rows, m->max_n, m->max_k) : 0);
+}
+
+/* The plan's buffers carved out of one 64-byte aligned arena, in plan order. The items before vj_z are zeroed
+ * here; the vjp tape from vj_z on is left unwritten (s->vj_bytes: mact_rtc_vjp zeroes it on its first use). */
+static int carve_arena(struct mact_session *s, const plan_item *plan, size_t n_items, char *err, size_t errlen)
+{
+    size_t first_lazy = 0;
+    while (plan[first_lazy].dst != &s->vj_z) first_lazy++;  /* vj_z is in the plan: the loop ends there */
+    size_t total = 0, bytes = 0;
+    /* every item 64-byte aligned; the sum formed overflow-safe, so the arena's size does not depend on
+     * config.c's bounds to be right (a size past the address space is MACT_ERR_NOMEM) */
+    int wrap = 0;
+    size_t eager = 0;  /* floats before the first lazy item */
+    for (size_t i = 0; i < n_items; i++) {
+        if (i == first_lazy) eager = total;
+        wrap |= plan[i].n < 0 || mact_size_add(total, ((size_t)plan[i].n + 15) & ~(size_t)15, &total);
+    }
+    wrap |= mact_size_mul(total, sizeof(float), &bytes);
+    if (wrap)
+        return mact_errf(err, errlen, MACT_ERR_NOMEM, "the activations this model and these session options need "
+                         "exceed the address space");
+    s->arena = aligned_alloc(64, bytes);
+    if (!s->arena) return mact_errf(err, errlen, MACT_ERR_NOMEM, "cannot allocate %zu MiB of activations", bytes >> 20);
+    mact_advise_huge(s->arena, eager * sizeof(float));
+    memset(s->arena, 0, eager * sizeof(float));
+    s->vj_bytes = (total - eager) * sizeof(float);
+    s->arena_floats = total;
+    float *p = s->arena;
+    for (size_t i = 0; i < n_items; i++) {
+        *plan[i].dst = p;
+        p += ((size_t)plan[i].n + 15) & ~(size_t)15;
+    }
+    s->mod_steps = 0;
+    return 0;
+}
+
+/* Every activation buffer of every stage, sized from the config and the session's bounds (images, tokens), then
+ * carved out of the arena. */
+static int plan_activations(struct mact_session *s, char *err, size_t errlen)
+{
+    const mact_config *c = &s->m->cfg;
     const int64_t P = (int64_t)c->grid_h * c->grid_w, VH = c->vit_hidden, VQ = (int64_t)c->vit_heads * c->vit_head_dim;
     const int64_t T = (int64_t)c->pooled_h * c->pooled_w, W = (int64_t)c->pool_h * c->pool_w;
     const int64_t PIN = (int64_t)c->n_taps * VH, PQ = (int64_t)c->pool_heads * c->pool_head_dim;
@@ -61,14 +98,6 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
     const int64_t H = c->max_action_horizon, AH = c->ae_hidden, L = c->n_layers;
     const int64_t SC = c->use_sampler ? c->sampler_c : 0, K = c->use_sampler ? c->sampler_k : 0;
     const int64_t maxkeys = max64(max64(P, N), max64(W, H));
-    /* the GEMMs' rows: ViT patches, pooling keys, prompt tokens, action rows */
-    const int64_t rows = max64(max64(P, T * W), max64(N, H));
-    if (mact_kctx_init(&s->kc, m->ops, m->kprec, pool, mact_gemm_scratch0(rows, m->max_k),
-                       mact_gemm_scratch0(32, m->max_k), mact_gemm_scratch1(rows),
-                       m->kprec == MACT_PRECISION_INT8 ? mact_i8_split_scratch(rows, m->max_n, m->max_k) : 0)) {
-        mact_session_free(s);
-        return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory for the kernels' scratch");
-    }
     const int64_t nthr = s->kc.n_threads;
     s->mod_cache_steps = MACT_MOD_CACHE_STEPS;
     /* the packed cross-attention context exists only where the bf16 attention path can run */
@@ -93,7 +122,8 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
         {&s->v_query, T * PIN},
         {&s->v_pooled, T * c->pool_hidden},
         {&s->v_proj, max64(T * D, K * SC)},
-        {&s->v_samp, K * max64(SC, D) + max64(SC, 1) * 2 + (int64_t)(c->use_sampler ? c->sampler_hidden + c->coord_hidden : 0) + 4 * K + 16},
+        {&s->v_samp, K * max64(SC, D) + max64(SC, 1) * 2 +
+                         (int64_t)(c->use_sampler ? c->sampler_hidden + c->coord_hidden : 0) + 4 * K + 16},
         {&s->l_h, N * D},
         {&s->l_qkv, N * (qd + 2 * kvd)},
         {&s->l_att, N * qd},
@@ -150,39 +180,15 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
         {&s->vj_part, (int64_t)MACT_VJP_PARTS * H * vkp},
         {&s->vj_panel, nthr * s->vj_panel_stride},
     };
-    size_t first_lazy = 0;
-    while (plan[first_lazy].dst != &s->vj_z) first_lazy++;  /* vj_z is in the plan: the loop ends there */
-    size_t n_items = sizeof plan / sizeof plan[0], total = 0, bytes = 0;
-    /* every item 64-byte aligned; the sum formed overflow-safe, so the arena's size does not depend on
-     * config.c's bounds to be right (a size past the address space is MACT_ERR_NOMEM) */
-    int wrap = 0;
-    size_t eager = 0;  /* floats before the first lazy item */
-    for (size_t i = 0; i < n_items; i++) {
-        if (i == first_lazy) eager = total;
-        wrap |= plan[i].n < 0 || mact_size_add(total, ((size_t)plan[i].n + 15) & ~(size_t)15, &total);
-    }
-    wrap |= mact_size_mul(total, sizeof(float), &bytes);
-    if (wrap) {
-        mact_session_free(s);
-        return mact_errf(err, errlen, MACT_ERR_NOMEM, "the activations this model and these session options need "
-                         "exceed the address space");
-    }
-    s->arena = aligned_alloc(64, bytes);
-    if (!s->arena) {
-        mact_session_free(s);
-        return mact_errf(err, errlen, MACT_ERR_NOMEM, "cannot allocate %zu MiB of activations", bytes >> 20);
-    }
-    mact_advise_huge(s->arena, eager * sizeof(float));
-    memset(s->arena, 0, eager * sizeof(float));
-    s->vj_bytes = (total - eager) * sizeof(float);
-    s->arena_floats = total;
-    float *p = s->arena;
-    for (size_t i = 0; i < n_items; i++) {
-        *plan[i].dst = p;
-        p += ((size_t)plan[i].n + 15) & ~(size_t)15;
-    }
-    s->mod_steps = 0;
-    size_t hw = (size_t)c->image_h * c->image_w * 3, ha = (size_t)H * c->max_action_dim;
+    return carve_arena(s, plan, sizeof plan / sizeof plan[0], err, errlen);
+}
+
+/* the buffers outside the arena: the frames' pixel values, the resized image, the prompt, noise and trajectory */
+static int alloc_buffers(struct mact_session *s, char *err, size_t errlen)
+{
+    const mact_config *c = &s->m->cfg;
+    const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, N = s->max_tokens;
+    size_t hw = (size_t)c->image_h * c->image_w * 3, ha = (size_t)c->max_action_horizon * c->max_action_dim;
     s->pv = malloc((size_t)s->max_images * P * PD * sizeof(float));
     s->resized = malloc(hw);
     s->ids = malloc((size_t)N * sizeof(int64_t));
@@ -190,9 +196,42 @@ mact_status mact_session_new(const mact_model *m, const mact_session_options *op
     s->text = malloc(MACT_PROMPT_TEXT_CAP);
     s->noise = malloc(ha * sizeof(float));
     s->traj = malloc(ha * sizeof(float));
-    if (!s->pv || !s->resized || !s->ids || !s->ids_f || !s->text || !s->noise || !s->traj) {
-        mact_session_free(s);
+    if (!s->pv || !s->resized || !s->ids || !s->ids_f || !s->text || !s->noise || !s->traj)
         return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory for the session's buffers");
+    return 0;
+}
+
+mact_status mact_session_new(const mact_model *m, const mact_session_options *opt, mact_session **out, char *err,
+                             size_t errlen)
+{
+    if (!out) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_session_new: out is NULL");
+    *out = NULL;
+    if (!m) return mact_errf(err, errlen, MACT_ERR_INPUT, "mact_session_new: model is NULL");
+    const mact_config *c = &m->cfg;
+    size_t max_images = opt && opt->max_images ? opt->max_images : MACT_DEFAULT_MAX_IMAGES;
+    size_t max_tokens = opt && opt->max_tokens ? opt->max_tokens : MACT_DEFAULT_MAX_TOKENS;
+    if (max_tokens > (size_t)c->max_position_embeddings) max_tokens = (size_t)c->max_position_embeddings;
+    /* the image bound keeps every [max_images, ...] buffer size and the prompt's image tokens in int range */
+    if (max_images > 256)
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "max_images %zu: a session takes at most 256 frames", max_images);
+    struct mact_session *s = calloc(1, sizeof *s);
+    if (!s) return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->max_images = (int)max_images;
+    s->max_tokens = (int)max_tokens;
+    mact_threadpool *pool;
+    int rc = session_pool(s, opt, &pool, err, errlen);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    if (session_kernels(s, pool)) {
+        mact_session_free(s);
+        return mact_errf(err, errlen, MACT_ERR_NOMEM, "out of memory for the kernels' scratch");
+    }
+    if ((rc = plan_activations(s, err, errlen)) || (rc = alloc_buffers(s, err, errlen))) {
+        mact_session_free(s);
+        return rc;
     }
     *out = s;
     return 0;

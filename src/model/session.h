@@ -8,6 +8,7 @@
 /* Modulation vectors depend only on t: schedules of up to this many steps are cached per session. */
 #define MACT_MOD_CACHE_STEPS 16
 #define MACT_PROMPT_TEXT_CAP (64 * 1024)
+#define MACT_MAX_STEPS 1000               /* flow steps a call may ask (docs/limits.md) */
 /* RTC vjp: the transposed products' fixed split of W's rows (independent of the thread count) and slab rows */
 #define MACT_VJP_PARTS 16
 #define MACT_VJP_NR 16
@@ -66,12 +67,12 @@ struct mact_session {
 };
 
 void mact_session_enter(struct mact_session *s);
-double mact_now_ms(void);
 int mact_check_finite(struct mact_session *s, const float *x, int64_t n, const char *what);
 
 /* The stages' bodies, for the pipeline and the bench: the caller has validated every input (the public entry
- * points of mact_stages.h check theirs and call these; mact_pipeline_run checks the caller's inputs once and
- * the result once, instead of re-scanning each intermediate at every boundary). */
+ * points of mact_stages.h check theirs and call these). Each input is checked once, where it comes in: mact_predict
+ * checks its caller's in check_call (and its token ids where it makes them), mact_generate_from_ids its caller's
+ * ids, pixels and noise, then mact_pipeline_run runs unchecked and checks only its result. */
 void mact_vision_run(struct mact_session *s, const float *pixel_values, int n_img, float *image_embeds);
 void mact_embed_run(const struct mact_session *s, const int64_t *ids, int n, const float *image_embeds, float *hidden);
 void mact_attention_bias_run(const struct mact_session *s, const int64_t *ids, int n, float *bias);
@@ -110,7 +111,8 @@ const uint32_t *mact_action_prepare(struct mact_session *s, const float *keys, c
  * horizon, context length, steps and a visible context token */
 int mact_check_ids(struct mact_session *s, const int64_t *ids, int n, const char *who);
 int mact_action_check(struct mact_session *s, int h, int n, int num_steps, const uint8_t *enc, const char *who);
-/* pipeline.c: the whole path on preprocessed inputs; stage_ms (may be NULL) gets vision / llm / action ms */
+/* pipeline.c: the whole path on checked, preprocessed inputs (rtc: NULL or the checked RTC rows, normalised); stage_ms
+ * (may be NULL) gets vision / llm / action ms */
 int mact_pipeline_run(struct mact_session *s, const float *pixel_values, int n_img, const int64_t *ids, int n,
                       float *traj, int h, int action_dim, int num_steps, const mact_rtc_options *rtc,
                       double stage_ms[3]);

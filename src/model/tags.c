@@ -2,6 +2,7 @@
  * io/normstats.c's; the tags themselves are built at load (model/model.c, model/lerobot.c). */
 #include <stdlib.h>
 #include <string.h>
+#include <cjson/cJSON.h>
 #include "mact.h"
 #include "base/err.h"
 #include "base/file.h"
@@ -30,6 +31,8 @@ void mact_tag_get_info(const mact_tag *t, mact_norm_tag_info *out)
     out->control_mode = t->control_mode;
     out->joint_frame = t->state_frame.n > t->action_frame.n ? t->state_frame.n : t->action_frame.n;
     out->lerobot = t->lerobot;
+    out->state_names = t->state.names;
+    out->action_names = t->action.names;
 }
 
 mact_status mact_model_norm_tag(const mact_model *m, size_t i, mact_norm_tag_info *out)
@@ -122,6 +125,83 @@ uint64_t mact_tag_fingerprint(const mact_tag *t)
     h = mact_fnv1a(h, t->control_mode, strlen(t->control_mode) + 1);
     for (int c = 0; c < t->n_cameras && c < MACT_NORM_MAX_CAMERAS; c++) h = mact_fnv1a(h, t->camera_keys[c], strlen(t->camera_keys[c]) + 1);
     return h;
+}
+
+/* ---- the contract as JSON (mact_model_tags_json; `mact inspect --json`, Python's describe, GET /act) ---- */
+
+/* a '\n'-joined name list -> a JSON array of strings, or null */
+static cJSON *names_json(const char *names)
+{
+    if (!names) return cJSON_CreateNull();
+    cJSON *a = cJSON_CreateArray();
+    for (const char *p = names; a && *p;) {
+        const size_t l = strcspn(p, "\n");
+        char one[MACT_NORM_MAX_NAME];
+        snprintf(one, sizeof one, "%.*s", (int)l, p);
+        cJSON_AddItemToArray(a, cJSON_CreateString(one));
+        p += l + (p[l] == '\n');
+    }
+    return a;
+}
+
+static cJSON *frame_json(const mact_joint_frame *j)
+{
+    if (!j->n) return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject(), *s = cJSON_CreateArray(), *f = cJSON_CreateArray();
+    for (int i = 0; i < j->n; i++) {
+        cJSON_AddItemToArray(s, cJSON_CreateNumber(j->signs[i]));
+        cJSON_AddItemToArray(f, cJSON_CreateNumber(j->offsets[i]));
+    }
+    cJSON_AddItemToObject(o, "signs", s);
+    cJSON_AddItemToObject(o, "offsets", f);
+    return o;
+}
+
+static cJSON *tag_json(const struct mact_model *m, const mact_norm_tag *t, int is_default)
+{
+    const int H = t->action_horizon ? t->action_horizon : m->cfg.max_action_horizon;
+    cJSON *o = cJSON_CreateObject(), *st = cJSON_CreateObject(), *ac = cJSON_CreateObject(), *cams = cJSON_CreateArray();
+    cJSON *jf = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", t->name);
+    cJSON_AddBoolToObject(o, "default", is_default);
+    cJSON_AddNumberToObject(st, "dim", t->state.dim);
+    cJSON_AddItemToObject(st, "names", names_json(t->state.names));
+    cJSON_AddItemToObject(o, "state", st);
+    for (int c = 0; c < t->n_cameras && c < MACT_NORM_MAX_CAMERAS; c++)
+        cJSON_AddItemToArray(cams, cJSON_CreateString(t->camera_keys[c]));
+    cJSON_AddItemToObject(o, "cameras", cams);
+    cJSON_AddNumberToObject(ac, "dim", t->action.dim);
+    cJSON_AddItemToObject(ac, "names", names_json(t->action.names));
+    cJSON_AddNumberToObject(ac, "horizon", H);
+    cJSON_AddNumberToObject(ac, "n_action_steps", t->n_action_steps ? t->n_action_steps : H);
+    cJSON_AddItemToObject(o, "actions", ac);
+    cJSON_AddNumberToObject(o, "flow_steps", m->cfg.flow_steps);
+    cJSON_AddStringToObject(o, "setup_type", t->setup_type);
+    cJSON_AddStringToObject(o, "control_mode", t->control_mode);
+    cJSON_AddStringToObject(o, "arithmetic", t->lerobot ? "lerobot" : "hf");
+    cJSON_AddItemToObject(jf, "state", frame_json(&t->state_frame));
+    cJSON_AddItemToObject(jf, "actions", frame_json(&t->action_frame));
+    cJSON_AddItemToObject(o, "joint_frame", jf);
+    return o;
+}
+
+mact_status mact_model_tags_json(const mact_model *m, char *buf, size_t cap, size_t *len)
+{
+    if (len) *len = 0;
+    if (!m || (!buf && cap)) return MACT_ERR_INPUT;
+    if (!m->ns) return MACT_ERR_IO;
+    const mact_norm_tag *def = mact_norm_find_tag(m->ns, NULL, NULL, 0);
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < m->ns->n_tags; i++) cJSON_AddItemToArray(a, tag_json(m, &m->ns->tags[i], def == &m->ns->tags[i]));
+    char *s = a ? cJSON_PrintUnformatted(a) : NULL;
+    cJSON_Delete(a);
+    if (!s) return MACT_ERR_NOMEM;
+    const size_t n = strlen(s);
+    if (len) *len = n;
+    const int fits = n < cap;
+    if (cap) snprintf(buf, cap, "%s", s);
+    free(s);
+    return fits ? MACT_OK : MACT_ERR_INPUT;
 }
 
 const char *mact_model_renamed(const mact_model *m, const char *key)

@@ -130,6 +130,7 @@ typedef struct {
     mact_norm_tag_info tag;    /* the default norm tag (--norm-tag, or the checkpoint's first) */
     int state_dim, n_cameras;  /* of that tag (n_cameras 0: the tag names none) */
     int workers;
+    char *tags_json;           /* every tag's contract (mact_model_tags_json), GET /act's "norm_tags"; malloc'd */
 } srv_state;
 
 /* How a request ended: the metrics' outcome label and the log line's. */
@@ -301,7 +302,7 @@ int srv_route_auth_ok(const srv_route_ctx *x, const char *authorization);
 /* key == cand, in time independent of cand */
 int srv_key_equal(const char *key, size_t keylen, const char *cand, size_t cl);
 
-/* ---- the server, for protocols with their own transport (server.c) ---- */
+/* ---- the server, for protocols with their own transport (own.c) ---- */
 const srv_state *srv_get_state(const srv *S);   /* read-only; complete once srv_is_ready */
 int srv_is_ready(const srv *S);                   /* loaded and not draining */
 int srv_is_draining(const srv *S);
@@ -323,13 +324,13 @@ srv_out *srv_run_sync(srv *S, srv_conn *c, uint8_t *data, size_t len, double t_r
                       size_t wl);
 void srv_out_free(srv_out *o);
 
-/* ---- from the server (server.c; the fuzz targets stub them) ---- */
-/* Runs mact_predict for r; fills out. SRV_OC_OK, or SRV_OC_BAD (the client's input: mact_predict's
- * MACT_ERR_INPUT / MACT_ERR_UNSUPPORTED) / SRV_OC_ERROR (the server's failure) with err. Checks the actions
- * are finite. */
+/* ---- from the server (the fuzz targets stub them: fuzz/serve_stub.h) ---- */
+/* queue.c, on a worker (inside the protocol's handle): runs mact_predict for r; fills out. SRV_OC_OK, or
+ * SRV_OC_BAD (the client's input: mact_predict's MACT_ERR_INPUT / MACT_ERR_UNSUPPORTED) / SRV_OC_ERROR (the
+ * server's failure) with err. Checks the actions are finite. */
 srv_outcome srv_predict(const srv_state *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err,
                         size_t el);
-/* GET /act's identity JSON (and the metadata frames') */
+/* metrics.c: GET /act's identity JSON (and the metadata frames') */
 void srv_identity_json(const srv_state *S, int ready, srv_buf *b);
-double srv_now_ms(void);
+double srv_now_ms(void);   /* server.c: ms, monotonic */
 #endif

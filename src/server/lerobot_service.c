@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "base/clock.h"
 #include "server/grpc_lerobot.h"
 #include "server/lerobot.h"
 
@@ -222,11 +223,7 @@ static int on_get_actions(void *user, const char *peer, uint8_t **out, size_t *n
     lr_client *c = client_get(peer);
     if (!c) { pthread_mutex_unlock(&LR.mu); snprintf(msg, ml, "too many clients"); return 8; }
     c->busy++;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    long long ns = (long long)until.tv_nsec + (long long)S->c.lerobot_obs_timeout_ms * 1000000LL;
-    until.tv_sec += (time_t)(ns / 1000000000LL);
-    until.tv_nsec = (long)(ns % 1000000000LL);
+    const struct timespec until = mact_wall_after(S->c.lerobot_obs_timeout_ms / 1e3);
     while (!c->obs && !srv_is_draining(LR.S))
         if (pthread_cond_timedwait(&LR.cv, &LR.mu, &until)) break;
     uint8_t *data = c->obs;

@@ -1,6 +1,8 @@
-/* The event loop's state (struct srv) and what its files share: server.c (the loop, connections, workers,
- * the main function), metrics.c (/metrics, /config, the identity JSON, the log line), own.c (the API of the
- * protocols with their own transport). Not for the protocols: they see srv_state (internal.h). */
+/* The event loop's state (struct srv) and what its files share: server.c (the event loop, connections,
+ * signals, srv_run), queue.c (the job queue and the workers), loader.c (the model loader thread), write.c (the
+ * out-queue: replies written as HTTP responses and WebSocket frames), metrics.c (/metrics, /config, the identity
+ * JSON, the log line), own.c (the API of the protocols with their own transport). Not for the protocols: they see
+ * srv_state (internal.h). */
 #ifndef MACT_SERVER_LOOP_H
 #define MACT_SERVER_LOOP_H
 #include <libwebsockets.h>
@@ -50,11 +52,31 @@ struct srv {
     int own_started[SRV_NPROTO];
 };
 
+/* server.c */
 void srv_conn_unref(srv *S, srv_conn *c);
-void srv_outq_free(srv_out *o);
 void srv_msg_free(srv_msg *m);
 void srv_count(srv *S, int proto, srv_outcome oc);
+
+/* queue.c: srv_enqueue from any thread; the workers started by the loader, stopped and the queue's leftovers freed
+ * by srv_run after the drain (in that order) */
 int srv_enqueue(srv *S, srv_job *j);   /* onto the worker queue; -1 when it is full (nothing taken) */
+int srv_workers_start(srv *S, char *err, size_t el);   /* -1 with err: nw_started of them run */
+void srv_workers_stop(srv *S);
+void srv_queue_free(srv *S);
+
+/* loader.c: the loader thread's body (arg: the srv) */
+void *srv_loader_main(void *arg);
+
+/* write.c: srv_outq_free, a reply list not on a queue (any thread); the rest, the out-queue and its counters, on
+ * the event-loop thread only */
+void srv_outq_free(srv_out *o);
+void srv_conn_send(srv *S, srv_conn *c, srv_out *o);  /* queues the list o (taken); a slow reader is dropped */
+void srv_outq_drop(srv *S, srv_conn *c);              /* a closing connection's unsent replies */
+/* the WRITEABLE callbacks: one reply written; -1 for lws to close the connection */
+int srv_write_http(srv *S, struct lws *wsi, srv_conn *c);
+int srv_write_ws(srv *S, struct lws *wsi, srv_conn *c);
+
+/* metrics.c */
 void srv_observe(srv *S, int h, double ms);
 void srv_log_line(srv *S, int proto, const char *peer, const char *id, srv_outcome outcome, double queue_ms,
                   double decode_ms, double infer_ms, double total_ms, size_t in_bytes, const char *detail);

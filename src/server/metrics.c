@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/clock.h"
 #include "server/loop.h"
 
 static const double BUCKET[NB] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
@@ -31,13 +32,13 @@ void srv_log_line(srv *S, int proto, const char *peer, const char *id, srv_outco
                      double decode_ms, double infer_ms, double total_ms, size_t in_bytes, const char *detail)
 {
     if (!S->st.c.log_requests) return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    const double now = mact_wall_s();
+    const time_t sec = (time_t)now;
     struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
+    gmtime_r(&sec, &tm);
     fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s peer=%s id=%s outcome=%s queue_ms=%.2f decode_ms=%.2f "
             "infer_ms=%.2f total_ms=%.2f bytes=%zu%s%s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-            tm.tm_sec, ts.tv_nsec / 1000000, PROTO_NAME(proto), peer, id && *id ? id : "-", srv_outcome_name[outcome], queue_ms,
+            tm.tm_sec, (long)((now - (double)sec) * 1e3), PROTO_NAME(proto), peer, id && *id ? id : "-", srv_outcome_name[outcome], queue_ms,
             decode_ms, infer_ms, total_ms, in_bytes, detail && *detail ? " detail=" : "", detail ? detail : "");
 }
 
@@ -151,10 +152,10 @@ void srv_identity_json(const srv_state *S, int ready, srv_buf *b)
     base = base && base[1] ? base + 1 : S->c.model_dir;
     srv_buf_printf(b, "{\"status\": \"%s\", \"repo_id\": \"%s\", \"norm_tag\": \"%s\", \"num_cameras\": %d, "
                    "\"state_dim\": %d, \"device\": \"cpu\", \"dtype\": \"%s\", \"server\": \"mact %s\", "
-                   "\"max_action_horizon\": %d, \"workers\": %d}\n",
+                   "\"max_action_horizon\": %d, \"workers\": %d, \"norm_tags\": %s}\n",
                    ready ? "ok" : "loading", base, tag_name(S), S->n_cameras > 0 ? S->n_cameras : S->c.keys[SRV_ACT].n_cams,
                    S->state_dim, mact_precision_str(S->mi.precision), MACT_VERSION_STRING, S->mi.max_action_horizon,
-                   S->workers);
+                   S->workers, ready && S->tags_json ? S->tags_json : "null");
 }
 
 void srv_config_json(srv *S, srv_buf *b)

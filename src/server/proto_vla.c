@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "base/clock.h"
 #include "server/internal.h"
 
 #define FAILJ(...) do { snprintf(err, sizeof err, __VA_ARGS__); goto fail; } while (0)
@@ -39,9 +39,7 @@ static srv_out *vla_begin(msgpack_packer *pk, const char *type, uint64_t seq)
     msgpack_pack_map(pk, 4);
     srv_pk_str(pk, "type"); srv_pk_str(pk, type);
     srv_pk_str(pk, "seq"); msgpack_pack_uint64(pk, seq);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    srv_pk_str(pk, "timestamp"); msgpack_pack_double(pk, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
+    srv_pk_str(pk, "timestamp"); msgpack_pack_double(pk, mact_wall_s());
     srv_pk_str(pk, "payload");
     return o;
 }

@@ -1,10 +1,10 @@
-/* mact serve's event loop, queue and workers. One thread runs libwebsockets (every port, every connection);
- * it assembles whole messages and queues them, never decoding or predicting. N worker threads, each owning a
- * mact_session with its own thread pool, take jobs from a bounded queue, decode, predict, encode and hand the
- * replies back through a done list and lws_cancel_service. A connection has at most one job in flight (its
- * later messages wait in a short per-connection backlog), so replies keep the order of requests. */
-#include <errno.h>
-#include <math.h>
+/* mact serve's event loop, and srv_run, which sets it up, runs it and takes it down. One thread runs
+ * libwebsockets (every port, every connection): the callback tracks connections, routes HTTP requests, assembles
+ * whole messages and dispatches them to the job queue (queue.c), never decoding or predicting; the workers hand
+ * the replies back through the done list and lws_cancel_service, and drain_done queues them on their connections
+ * for the out-queue (write.c) to write. A connection has at most one job in flight (its later messages wait in a
+ * short per-connection backlog), so replies keep the order of requests. A signal thread turns SIGTERM / SIGINT
+ * into the drain and wakes the loop for the connection sweep; the loader thread (loader.c) loads the model. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +12,10 @@
 #include <time.h>
 #include <arpa/inet.h>
 #include <sys/resource.h>
-#include <dirent.h>
-#include <unistd.h>
 #include "base/file.h"
 #include "server/loop.h"
 
 _Static_assert(SRV_PRE >= LWS_PRE, "SRV_PRE must cover LWS_PRE");
-
 
 double srv_now_ms(void)
 {
@@ -35,16 +32,6 @@ void srv_conn_unref(srv *S, srv_conn *c)
     if (f) f(c->pstate);
     else free(c->pstate);
     free(c);
-}
-
-void srv_outq_free(srv_out *o)
-{
-    while (o) {
-        srv_out *n = o->next;
-        free(o->body.buf);
-        free(o);
-        o = n;
-    }
 }
 
 void srv_msg_free(srv_msg *m)
@@ -64,9 +51,7 @@ static void conn_free_open(srv *S, srv_conn *c)
     free(c->rx);
     c->rx = NULL;
     while (c->backlog) { srv_msg *m = c->backlog; c->backlog = m->next; srv_msg_free(m); }
-    for (srv_out *o = c->outq; o; o = o->next) atomic_fetch_sub(&S->outs_pending, 1);
-    srv_outq_free(c->outq);
-    c->outq = NULL;
+    srv_outq_drop(S, c);
     atomic_fetch_sub(&S->conns, 1);
     srv_conn_unref(S, c);
 }
@@ -94,39 +79,6 @@ static srv_conn *conn_new(srv *S, struct lws *wsi, int proto)
     return c;
 }
 
-static void conn_send(srv *S, srv_conn *c, srv_out *o)
-{
-    if (!o) return;
-    while (o) {
-        srv_out *n = o->next;
-        o->next = NULL;
-        if (c->closing) { free(o->body.buf); free(o); o = n; continue; }
-        if (c->n_outq >= SRV_MAX_OUTQ || c->outq_bytes + o->body.len > SRV_MAX_OUTQ_BYTES) {
-            /* a client that sends requests but does not read the replies: dropped, its replies freed */
-            free(o->body.buf);
-            free(o);
-            c->closing = 1;
-            if (c->wsi) lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-            pthread_mutex_lock(&S->mm);
-            S->slow_reader_drops++;
-            pthread_mutex_unlock(&S->mm);
-            srv_log_line(S, c->proto, c->peer, NULL, SRV_OC_BUSY, 0, 0, 0, 0, 0,
-                     "connection dropped: more than 32 replies or 16 MiB unread");
-            o = n;
-            continue;
-        }
-        if (o->close_after) c->closing = 1;
-        if (c->outq_tail) c->outq_tail->next = o;
-        else c->outq = o;
-        c->outq_tail = o;
-        c->n_outq++;
-        c->outq_bytes += o->body.len;
-        atomic_fetch_add(&S->outs_pending, 1);
-        o = n;
-    }
-    if (c->wsi) lws_callback_on_writable(c->wsi);
-}
-
 void srv_count(srv *S, int proto, srv_outcome oc)
 {
     pthread_mutex_lock(&S->mm);
@@ -134,46 +86,33 @@ void srv_count(srv *S, int proto, srv_outcome oc)
     pthread_mutex_unlock(&S->mm);
 }
 
+/* ---- messages to the job queue (queue.c), replies back from the done list ---- */
 static void reject_now(srv *S, srv_conn *c, srv_msg *m, int status, srv_outcome oc, const char *text)
 {
     srv_out *o = srv_protocols[c->proto]->error_out(&S->st, m ? m->data : NULL, m ? m->len : 0, status, text);
-    conn_send(S, c, o);
+    srv_conn_send(S, c, o);
     srv_count(S, c->proto, oc);
     srv_log_line(S, c->proto, c->peer, NULL, oc, 0, 0, 0, m ? srv_now_ms() - m->t_recv : 0, m ? m->len : 0, text);
     srv_msg_free(m);
 }
 
-/* j (conn and msg set) onto the worker queue; -1 when the queue is full (nothing taken) */
-int srv_enqueue(srv *S, srv_job *j)
-{
-    j->t_enq = srv_now_ms();
-    pthread_mutex_lock(&S->qm);
-    if (S->qlen >= S->st.c.queue_cap) {
-        pthread_mutex_unlock(&S->qm);
-        return -1;
-    }
-    atomic_fetch_add(&j->conn->refs, 1);
-    atomic_fetch_add(&S->jobs_live, 1);
-    if (S->qtail) S->qtail->next = j;
-    else S->qhead = j;
-    S->qtail = j;
-    S->qlen++;
-    pthread_cond_signal(&S->qc);
-    pthread_mutex_unlock(&S->qm);
-    return 0;
-}
-
 static void dispatch(srv *S, srv_conn *c, srv_msg *m)
 {
     if (c->inflight) {
-        if (c->n_backlog >= 8) { reject_now(S, c, m, 429, SRV_OC_BUSY, "busy: more than 8 messages waiting on this connection"); return; }
+        if (c->n_backlog >= 8) {
+            reject_now(S, c, m, 429, SRV_OC_BUSY, "busy: more than 8 messages waiting on this connection");
+            return;
+        }
         if (c->backlog_tail) c->backlog_tail->next = m;
         else c->backlog = m;
         c->backlog_tail = m;
         c->n_backlog++;
         return;
     }
-    if (atomic_load(&S->draining)) { reject_now(S, c, m, 503, SRV_OC_BUSY, "busy: the server is shutting down"); return; }
+    if (atomic_load(&S->draining)) {
+        reject_now(S, c, m, 503, SRV_OC_BUSY, "busy: the server is shutting down");
+        return;
+    }
     if (!atomic_load(&S->ready)) { reject_now(S, c, m, 503, SRV_OC_BUSY, "busy: the model is still loading"); return; }
     srv_job *j = calloc(1, sizeof *j);
     if (!j) { reject_now(S, c, m, 500, SRV_OC_ERROR, "out of memory"); return; }
@@ -201,7 +140,7 @@ static void drain_done(srv *S)
             j->out = NULL;
             if (o) c->n_requests++;
             c->inflight = 0;
-            conn_send(S, c, o);
+            srv_conn_send(S, c, o);
             atomic_store(&c->prev_total_us, (long long)((srv_now_ms() - j->msg->t_recv) * 1000));
             if (c->backlog && !c->closing) {
                 srv_msg *m = c->backlog;
@@ -221,179 +160,7 @@ static void drain_done(srv *S)
     }
 }
 
-/* ---- workers ---- */
-srv_outcome srv_predict(const srv_state *S, srv_worker *w, srv_req *r, mact_predict_output *out, srv_job *j, char *err,
-                        size_t el)
-{
-    mact_frame fr[SRV_MAX_CAMS];
-    for (int i = 0; i < r->n_img; i++) fr[i] = (mact_frame){r->img[i].data, (int)r->img[i].height, (int)r->img[i].width};
-    mact_predict_input in = {.frames = fr, .n_frames = (size_t)r->n_img, .task = r->task, .state = r->state,
-                             .state_dim = (size_t)r->state_dim};
-    in.options.norm_tag = r->norm_tag[0] ? r->norm_tag : S->c.norm_tag;
-    in.options.num_steps = r->num_steps;
-    in.options.n_action_steps = r->n_action_steps;
-    in.options.noise = r->noise;
-    in.options.noise_len = r->noise_len;
-    in.options.seed = r->seed;
-    in.rtc = r->rtc;   /* all zero without RTC keys: off, today's result bit for bit */
-    in.rtc.prev_actions = r->prev;
-    *out = (mact_predict_output){.actions = w->actions, .actions_cap = w->cap};
-    double t0 = srv_now_ms();
-    j->decode_ms = t0 - j->t_start;
-    int rc = mact_predict(w->s, &in, out);
-    j->infer_ms = srv_now_ms() - t0;
-    j->did_infer = 1;
-    if (rc) {
-        /* UNSUPPORTED from mact_predict: a request option this build lacks (RTC guidance vjp), the client's to drop */
-        snprintf(err, el, "%s", mact_session_error(w->s));
-        return rc == MACT_ERR_INPUT || rc == MACT_ERR_UNSUPPORTED ? SRV_OC_BAD : SRV_OC_ERROR;
-    }
-    j->timings = out->timings;
-    for (size_t i = 0; i < out->n_steps * out->action_dim; i++)
-        if (!isfinite(out->actions[i])) {
-            snprintf(err, el, "non-finite action at row %zu, dim %zu (not sent)", i / out->action_dim, i % out->action_dim);
-            return SRV_OC_ERROR;
-        }
-    return SRV_OC_OK;
-}
-
-typedef struct { srv *S; int index; } worker_arg;
-
-static void *worker_main(void *arg)
-{
-    srv *S = ((worker_arg *)arg)->S;
-    srv_worker *w = &S->w[((worker_arg *)arg)->index];
-    free(arg);
-    for (;;) {
-        pthread_mutex_lock(&S->qm);
-        while (!S->qhead && !S->stop_workers) pthread_cond_wait(&S->qc, &S->qm);
-        if (S->stop_workers) { pthread_mutex_unlock(&S->qm); break; }
-        srv_job *j = S->qhead;
-        S->qhead = j->next;
-        if (!S->qhead) S->qtail = NULL;
-        S->qlen--;
-        pthread_mutex_unlock(&S->qm);
-        j->next = NULL;
-        j->t_start = srv_now_ms();
-        srv_conn *c = j->conn;
-        const srv_protocol *pr = srv_protocols[c->proto];
-        j->outcome = SRV_OC_ERROR;   /* a handler that returns without saying */
-        if (atomic_load(&c->closed)) j->outcome = SRV_OC_DROPPED;
-        else if (S->st.c.deadline_ms > 0 && j->t_start - j->t_enq > S->st.c.deadline_ms) {
-            char t[128];
-            snprintf(t, sizeof t, "deadline exceeded: queued %.0f ms (limit %d ms)", j->t_start - j->t_enq, S->st.c.deadline_ms);
-            srv_job_push(j, pr->error_out(&S->st, j->msg->data, j->msg->len, 503, t));
-            snprintf(j->detail, sizeof j->detail, "%s", t);
-            j->outcome = SRV_OC_DEADLINE;
-        } else pr->handle(&S->st, w, j);
-        j->t_done = srv_now_ms();
-        w->busy_ms += j->t_done - j->t_start;   /* the worker's own field; /metrics reads it racily (a gauge) */
-        double total = j->t_done - j->msg->t_recv, qms = j->t_start - j->t_enq;
-        pthread_mutex_lock(&S->mm);
-        S->cnt[c->proto][j->outcome]++;
-        if (j->outcome != SRV_OC_CONTROL) {
-            srv_observe(S, H_REQ + c->proto, total);
-            srv_observe(S, H_QUEUE, qms);
-        }
-        if (j->did_infer && j->outcome == SRV_OC_OK) {
-            srv_observe(S, H_PRE, j->timings.preprocess_ms);
-            srv_observe(S, H_VISION, j->timings.vision_ms);
-            srv_observe(S, H_LLM, j->timings.llm_ms);
-            srv_observe(S, H_ACTION, j->timings.action_ms);
-            srv_observe(S, H_INFER, j->infer_ms);
-            srv_observe(S, H_OVERHEAD, total - j->infer_ms > 0 ? total - j->infer_ms : 0);
-        }
-        pthread_mutex_unlock(&S->mm);
-        if (j->outcome != SRV_OC_CONTROL || j->detail[0] == 0 || strstr(j->detail, "hello"))
-            srv_log_line(S, c->proto, c->peer, j->id, j->outcome, qms, j->decode_ms, j->infer_ms, total, j->msg->len, j->detail);
-        if (j->sync) {   /* an own-transport protocol's request: its caller waits in srv_run_sync */
-            pthread_mutex_lock(&S->sm);
-            j->sync_done = 1;
-            pthread_cond_broadcast(&S->sc);
-            pthread_mutex_unlock(&S->sm);
-            continue;
-        }
-        pthread_mutex_lock(&S->dm);
-        if (S->dtail) S->dtail->next = j;
-        else S->dhead = j;
-        S->dtail = j;
-        pthread_mutex_unlock(&S->dm);
-        lws_cancel_service(S->ctx);
-    }
-    return NULL;
-}
-
-static void *loader_main(void *arg)
-{
-    srv *SV = arg;
-    srv_state *S = &SV->st;   /* written here, before `ready`; read-only after */
-    int nw = SV->nw;
-    char err[1024];
-    mact_load_options lo = {.precision = S->c.precision, .pack_cache_dir = S->c.pack_cache,
-                            .int8_parts = S->c.int8_parts};
-    if (mact_model_load(S->c.model_dir, &lo, &S->m, err, sizeof err)) goto fail;
-    mact_model_get_info(S->m, &S->mi);
-    /* the default tag as mact_predict reads it: --norm-tag, else the checkpoint's default */
-    const mact_tag *tg = mact_model_tag(S->m, S->c.norm_tag, err, sizeof err);
-    if (!tg) goto fail;
-    mact_tag_get_info(tg, &S->tag);
-    S->state_dim = S->tag.state_dim;
-    S->n_cameras = S->tag.n_cameras;
-    S->workers = nw;
-    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    int tpw = S->c.threads_per_worker > 0 ? S->c.threads_per_worker : (ncpu / nw > 0 ? ncpu / nw : 1);
-    int ncam = 1;
-    for (int p = 0; p < SRV_NPROTO; p++) if (S->c.port[p] && S->c.keys[p].n_cams > ncam) ncam = S->c.keys[p].n_cams;
-    if (S->n_cameras > 0 && S->n_cameras <= SRV_MAX_CAMS) ncam = S->n_cameras;
-    int hh = S->mi.image_height, ww = S->mi.image_width;
-    uint8_t *gray = malloc((size_t)hh * ww * 3);
-    float *st = calloc(MACT_NORM_MAX_DIM, sizeof(float));
-    if (!gray || !st) { free(gray); free(st); snprintf(err, sizeof err, "out of memory"); goto fail; }
-    memset(gray, 128, (size_t)hh * ww * 3);
-    for (int i = 0; i < nw; i++) {
-        srv_worker *w = &SV->w[i];
-        mact_session_options so = {.n_threads = tpw, .max_images = (size_t)S->c.max_images};
-        if (mact_session_new(S->m, &so, &w->s, err, sizeof err)) { free(gray); free(st); goto fail; }
-        w->cap = (size_t)S->mi.max_action_horizon * S->mi.max_action_dim;
-        w->actions = malloc(w->cap * sizeof(float));
-        w->index = i;
-        mact_frame fr[SRV_MAX_CAMS];
-        for (int k = 0; k < ncam; k++) fr[k] = (mact_frame){gray, hh, ww};
-        mact_predict_input in = {.frames = fr, .n_frames = (size_t)ncam, .task = "warm up", .state = st,
-                                 .state_dim = (size_t)S->state_dim};
-        in.options.norm_tag = S->tag.name;
-        mact_predict_output out = {.actions = w->actions, .actions_cap = w->cap};
-        if (!w->actions || mact_predict(w->s, &in, &out)) {
-            snprintf(err, sizeof err, "warm-up inference: %s", w->actions ? mact_session_error(w->s) : "out of memory");
-            free(gray);
-            free(st);
-            goto fail;
-        }
-    }
-    free(gray);
-    free(st);
-    for (int i = 0; i < nw; i++) {
-        worker_arg *a = malloc(sizeof *a);
-        if (!a) { snprintf(err, sizeof err, "out of memory"); goto fail; }
-        a->S = SV;
-        a->index = i;
-        if (pthread_create(&SV->wt[i], NULL, worker_main, a)) { free(a); snprintf(err, sizeof err, "pthread_create failed"); goto fail; }
-        SV->nw_started++;
-    }
-    SV->cold_start_ms = srv_now_ms() - SV->t0;
-    atomic_store(&SV->ready, 1);
-    fprintf(stderr, "mact serve: ready in %.0f ms (%d worker%s x %d threads, tag %s, %s)\n", SV->cold_start_ms, nw,
-            nw > 1 ? "s" : "", tpw, S->tag.name, mact_precision_str(S->mi.precision));
-    lws_cancel_service(SV->ctx);
-    return NULL;
-fail:
-    fprintf(stderr, "mact serve: %s\n", err);
-    atomic_store(&SV->load_failed, 1);
-    lws_cancel_service(SV->ctx);
-    return NULL;
-}
-
-/* ---- HTTP and WebSocket ---- */
+/* ---- the callback: HTTP requests, WebSocket upgrades and messages, connection limits ---- */
 static srv_route_ctx route_ctx(srv *S, int proto)
 {
     return (srv_route_ctx){.c = &S->st.c, .proto = proto, .key = S->key, .keylen = S->keylen,
@@ -414,53 +181,7 @@ static void http_reply(srv *S, srv_conn *c, int status, const char *ctype, const
 {
     srv_out *o = srv_http_out(status, ctype, body, strlen(body));
     if (o) o->close_after = close_after;
-    conn_send(S, c, o);
-}
-
-static int write_http(srv *S, struct lws *wsi, srv_conn *c)
-{
-    srv_out *o = c->outq;
-    if (!o) return 0;
-    c->outq = o->next;
-    if (!c->outq) c->outq_tail = NULL;
-    c->n_outq--;
-    c->outq_bytes -= o->body.len;
-    atomic_fetch_sub(&S->outs_pending, 1);
-    atomic_fetch_add(&S->bytes_out[c->proto], (long long)o->body.len);
-    uint8_t hb[LWS_PRE + 1024], *start = hb + LWS_PRE, *p = start, *end = hb + sizeof hb - 1;
-    int close_after = o->close_after;
-    if (lws_add_http_common_headers(wsi, (unsigned)o->http_status, o->ctype ? o->ctype : "text/plain", o->body.len, &p, end) ||
-        lws_finalize_write_http_header(wsi, start, &p, end) ||
-        lws_write(wsi, o->body.buf + SRV_PRE, o->body.len, LWS_WRITE_HTTP_FINAL) < (int)o->body.len) {
-        srv_outq_free(o);
-        return -1;
-    }
-    srv_outq_free(o);
-    if (close_after) return -1;
-    if (lws_http_transaction_completed(wsi)) return -1;
-    return 0;
-}
-
-static int write_ws(srv *S, struct lws *wsi, srv_conn *c)
-{
-    srv_out *o = c->outq;
-    if (!o) return 0;
-    c->outq = o->next;
-    if (!c->outq) c->outq_tail = NULL;
-    c->n_outq--;
-    c->outq_bytes -= o->body.len;
-    atomic_fetch_sub(&S->outs_pending, 1);
-    atomic_fetch_add(&S->bytes_out[c->proto], (long long)o->body.len);
-    int n = lws_write(wsi, o->body.buf + SRV_PRE, o->body.len, o->kind == 1 ? LWS_WRITE_TEXT : LWS_WRITE_BINARY);
-    int close_after = o->close_after, code = o->close_code;
-    srv_outq_free(o);
-    if (n < 0) return -1;
-    if (close_after) {
-        lws_close_reason(wsi, (enum lws_close_status)(code ? code : 1011), (unsigned char *)"error", 5);
-        return -1;
-    }
-    if (c->outq) lws_callback_on_writable(wsi);
-    return 0;
+    srv_conn_send(S, c, o);
 }
 
 static void rx_reset(srv_conn *c)
@@ -507,7 +228,8 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
     c->wsi = wsi;
     rx_reset(c);
     /* lws's method names, in its LWSHUMETH_* order */
-    static const char *const methods[] = {"GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD", ":path"};
+    static const char *const methods[] = {"GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD",
+                                          ":path"};
     char *up = NULL;
     int ul = 0, mi = lws_http_get_uri_and_method(wsi, &up, &ul);
     char *auth = hdr_dup(wsi, WSI_TOKEN_HTTP_AUTHORIZATION), *len = hdr_dup(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
@@ -536,7 +258,7 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
         if (r.kind == SRV_RT_METRICS) srv_metrics_text(S, &b);
         else if (r.kind == SRV_RT_CONFIG) srv_config_json(S, &b);
         else srv_identity_json(&S->st, atomic_load(&S->ready), &b);
-        conn_send(S, c, srv_http_out(r.status, r.ctype, (const char *)srv_buf_data(&b), b.len));
+        srv_conn_send(S, c, srv_http_out(r.status, r.ctype, (const char *)srv_buf_data(&b), b.len));
         free(b.buf);
         return 0;
     case SRV_RT_BODY:
@@ -551,7 +273,8 @@ static int on_http(srv *S, int proto, struct lws *wsi, pss_t *pss, const char *u
 static int raw_status(struct lws *wsi, const char *status, const char *body)
 {
     char t[LWS_PRE + 512];
-    int n = snprintf(t + LWS_PRE, sizeof t - LWS_PRE, "HTTP/1.1 %s\r\ncontent-type: text/plain\r\ncontent-length: %zu\r\n"
+    int n = snprintf(t + LWS_PRE, sizeof t - LWS_PRE,
+                     "HTTP/1.1 %s\r\ncontent-type: text/plain\r\ncontent-length: %zu\r\n"
                      "connection: close\r\n\r\n%s\n", status, strlen(body) + 1, body);
     lws_write(wsi, (unsigned char *)t + LWS_PRE, (size_t)n, LWS_WRITE_HTTP_FINAL);
     return 1;
@@ -654,7 +377,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     }
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (!pss || !pss->conn) return -1;
-        return write_http(S, wsi, pss->conn);
+        return srv_write_http(S, wsi, pss->conn);
     case LWS_CALLBACK_WSI_DESTROY:
         srv_connlim_close(S->cl, wsi);
         if (pss) conn_close(S, pss);
@@ -684,7 +407,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (pss->conn) conn_close(S, pss);
         if (!(pss->conn = conn_new(S, wsi, proto))) return -1;
         pss->conn->is_ws = 1;
-        if (srv_protocols[proto]->on_open) conn_send(S, pss->conn, srv_protocols[proto]->on_open(&S->st));
+        if (srv_protocols[proto]->on_open) srv_conn_send(S, pss->conn, srv_protocols[proto]->on_open(&S->st));
         return 0;
     }
     case LWS_CALLBACK_RECEIVE: {
@@ -696,12 +419,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (!c->rx_active) { c->rx_active = 1; c->rx_len = 0; c->rx_binary = lws_frame_is_binary(wsi); }
         if (c->rx_len + len + rem > S->st.c.max_message) {
             char t[160];
-            snprintf(t, sizeof t, "message of at least %zu bytes exceeds the limit of %zu", c->rx_len + len + rem, S->st.c.max_message);
+            snprintf(t, sizeof t, "message of at least %zu bytes exceeds the limit of %zu", c->rx_len + len + rem,
+                     S->st.c.max_message);
             const srv_protocol *pr = srv_protocols[proto];
             srv_out *o = pr->error_out(&S->st, NULL, 0, 413, t);
             if (o && pr->close_code_oversize) { o->close_after = 1; o->close_code = pr->close_code_oversize; }
             rx_reset(c);
-            conn_send(S, c, o);
+            srv_conn_send(S, c, o);
             c->closing = 1;
             srv_count(S, proto, SRV_OC_BAD);
             srv_log_line(S, proto, c->peer, NULL, SRV_OC_BAD, 0, 0, 0, 0, c->rx_len + len + rem, t);
@@ -721,7 +445,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     }
     case LWS_CALLBACK_SERVER_WRITEABLE:
         if (!pss || !pss->conn) return -1;
-        return write_ws(S, wsi, pss->conn);
+        return srv_write_ws(S, wsi, pss->conn);
     default:
         break;
     }
@@ -740,7 +464,8 @@ static void *signal_main(void *arg)
         struct timespec to = {0, 100 * 1000 * 1000};
         sig = sigtimedwait(&a->set, NULL, &to);
         if (sig == SIGTERM || sig == SIGINT) {
-            if (!atomic_load(&a->S->draining)) fprintf(stderr, "mact serve: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            if (!atomic_load(&a->S->draining))
+                fprintf(stderr, "mact serve: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             atomic_store(&a->S->draining, 1);
         }
         /* the event loop's wake-up: the drain, and the connection sweep (at least every 250 ms) */
@@ -799,7 +524,10 @@ int srv_run(const srv_config *cfg)
         memcpy(S->key, k, n);
         S->keylen = n;
         free(k);
-        if (!n) { fprintf(stderr, "mact serve: --api-key-file %s is empty\n", cfg->api_key_file); return start_failed(S); }
+        if (!n) {
+            fprintf(stderr, "mact serve: --api-key-file %s is empty\n", cfg->api_key_file);
+            return start_failed(S);
+        }
     }
     sigset_t set;
     sigemptyset(&set);
@@ -817,7 +545,11 @@ int srv_run(const srv_config *cfg)
     /* descriptors: the soft limit raised to the hard one, and the sockets tracked (limit + grace) kept under it */
     struct rlimit rl;
     if (!getrlimit(RLIMIT_NOFILE, &rl)) {
-        if (rl.rlim_cur < rl.rlim_max) { rl.rlim_cur = rl.rlim_max; setrlimit(RLIMIT_NOFILE, &rl); getrlimit(RLIMIT_NOFILE, &rl); }
+        if (rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
         if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)S->st.c.max_conns * 2 + 128 > rl.rlim_cur) {
             int m = rl.rlim_cur > 256 ? (int)((rl.rlim_cur - 128) / 2) : 64;
             fprintf(stderr, "mact serve: %llu descriptors allowed: --max-connections %d lowered to %d\n",
@@ -835,13 +567,13 @@ int srv_run(const srv_config *cfg)
         if (srv_protocols[p]->transport == SRV_OWN) {
             char err[512];
             if (srv_protocols[p]->start(S, cfg->port[p], err, sizeof err)) {
-                fprintf(stderr, "mact serve: cannot listen on %s:%d (%s): %s\n", cfg->host, cfg->port[p], PROTO_NAME(p), err);
+                fprintf(stderr, "mact serve: cannot listen on %s:%d (%s): %s\n", cfg->host, cfg->port[p],
+                        PROTO_NAME(p), err);
                 stop_own(S, p);
                 lws_context_destroy(S->ctx);
                 return start_failed(S);
             }
             S->own_started[p] = 1;
-            fprintf(stderr, "mact serve: %s on %s:%d\n", PROTO_NAME(p), cfg->host, cfg->port[p]);
             continue;
         }
         S->pctx[p] = (proto_ctx){S, p};
@@ -863,12 +595,11 @@ int srv_run(const srv_config *cfg)
             lws_context_destroy(S->ctx);
             return start_failed(S);
         }
-        fprintf(stderr, "mact serve: %s on %s:%d\n", PROTO_NAME(p), cfg->host, cfg->port[p]);
     }
     pthread_t loader, sigt;
     sig_arg sa = {S, set};
     pthread_create(&sigt, NULL, signal_main, &sa);
-    pthread_create(&loader, NULL, loader_main, S);
+    pthread_create(&loader, NULL, srv_loader_main, S);
     double t_drain = 0;
     for (;;) {
         lws_service(S->ctx, 0);
@@ -886,29 +617,19 @@ int srv_run(const srv_config *cfg)
     atomic_store(&S->draining, 1);   /* a load failure: own transports refuse from here */
     stop_own(S, SRV_NPROTO);         /* their calls in flight end while the workers still run */
     pthread_join(loader, NULL);
-    pthread_mutex_lock(&S->qm);
-    S->stop_workers = 1;
-    pthread_cond_broadcast(&S->qc);
-    pthread_mutex_unlock(&S->qm);
-    for (int i = 0; i < S->nw_started; i++) pthread_join(S->wt[i], NULL);
+    srv_workers_stop(S);
     atomic_store(&S->exiting, 1);
     pthread_join(sigt, NULL);
     lws_context_destroy(S->ctx);
     while (S->all) conn_free_open(S, S->all);
     drain_done(S);
-    while (S->qhead) {
-        srv_job *j = S->qhead;
-        S->qhead = j->next;
-        srv_msg_free(j->msg);
-        srv_outq_free(j->out);
-        srv_conn_unref(S, j->conn);
-        free(j);
-    }
+    srv_queue_free(S);
     for (int i = 0; i < S->nw; i++) {
         if (S->w[i].s) mact_session_free(S->w[i].s);
         free(S->w[i].actions);
     }
     if (S->st.m) mact_model_free(S->st.m);
+    free(S->st.tags_json);
     free(S->w);
     free(S->wt);
     srv_connlim_free(S->cl);

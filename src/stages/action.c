@@ -7,8 +7,6 @@
 #include "kernels/kernels.h"
 #include "model/session.h"
 
-#define MACT_MAX_STEPS 1000
-
 static int64_t mod_stride(const mact_config *c) { return ((int64_t)c->n_layers * 9 + 2) * c->ae_hidden; }
 
 /* t -> per-block 9-way modulation and final 2-way modulation, written to mod [(L*9 + 2) * AH]. */

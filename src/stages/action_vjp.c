@@ -208,6 +208,261 @@ static void softmax_rows(float *s, int64_t rows, int64_t n, const uint8_t *key_o
 
 /* ---- the pass ---- */
 
+/* the pass's widths and where it reads: h rows of the horizon H the tape is planned for */
+typedef struct {
+    struct mact_session *s;
+    const mact_rtc_vjp_ctx *cx;
+    const mact_config *c;
+    const mact_ae_weights *w;
+    const mact_kctx *kc;
+    int64_t h, AH, A, hd, I, NH, L, n, H;
+    float scale, eps;
+} vjp_pass;
+
+/* tape slots, each planned for the whole horizon H */
+/* the residual stream before norm i (3 per block, then the final norm) */
+static float *tape_z(const vjp_pass *p, int64_t i) { return p->s->vj_z + i * p->H * p->AH; }
+/* self-attention q | k | v as projected */
+static float *tape_qkv(const vjp_pass *p, int64_t l) { return p->s->vj_qkv + l * p->H * 3 * p->AH; }
+/* q | k after the qk norm and RoPE */
+static float *tape_qk(const vjp_pass *p, int64_t l) { return p->s->vj_qk + l * p->H * 2 * p->AH; }
+/* self-attention probabilities [NH, h, h] */
+static float *tape_p(const vjp_pass *p, int64_t l) { return p->s->vj_p + l * p->NH * p->H * p->H; }
+/* cross-attention q as projected */
+static float *tape_xq(const vjp_pass *p, int64_t l) { return p->s->vj_xq + l * p->H * p->AH; }
+/* ... after the q norm */
+static float *tape_xqn(const vjp_pass *p, int64_t l) { return p->s->vj_xqn + l * p->H * p->AH; }
+static float *tape_gate(const vjp_pass *p, int64_t l) { return p->s->vj_gate + l * p->H * p->I; }
+static float *tape_up(const vjp_pass *p, int64_t l) { return p->s->vj_up + l * p->H * p->I; }
+
+/* ---- the forward, keeping the tape ---- */
+
+/* block l's self-attention: z1 = z0 + g_msa * out(attn(rope(norm(q)), rope(norm(k)), v)) */
+static void fwd_self_attention(const vjp_pass *p, int64_t l, const float *m)
+{
+    const mact_kctx *kc = p->kc;
+    const mact_ae_block *b = &p->w->blocks[l];
+    const int64_t h = p->h, AH = p->AH, hd = p->hd, NH = p->NH;
+    const float scale = p->scale, eps = p->eps;
+    float *u = p->s->vj_u, *att = p->s->vj_att, *z0 = tape_z(p, 3 * l), *z1 = tape_z(p, 3 * l + 1);
+    float *qkv = tape_qkv(p, l), *qk = tape_qk(p, l), *P = tape_p(p, l);
+    mact_rmsnorm(kc, u, z0, NULL, eps, h, AH, AH);
+    mact_modulate_rows(kc, u, h, AH, m, m + AH);
+    mact_matmul(kc, qkv, u, &b->qkv_w, mact_f32(&b->qkv_b), h);
+    for (int64_t i = 0; i < h; i++) memcpy(qk + i * 2 * AH, qkv + i * 3 * AH, (size_t)(2 * AH) * sizeof(float));
+    if (p->c->ae_qk_norm) mact_rmsnorm(kc, qk, qk, NULL, eps, h * 2 * NH, hd, hd);
+    if (p->c->ae_rope) {
+        mact_rope(qk, 2 * AH, h, (int)NH, (int)hd, p->s->a_rope_cos, p->s->a_rope_sin);
+        mact_rope(qk + AH, 2 * AH, h, (int)NH, (int)hd, p->s->a_rope_cos, p->s->a_rope_sin);
+    }
+    for (int64_t hh = 0; hh < NH; hh++) {
+        float *Ph = P + hh * h * h;
+        for (int64_t i = 0; i < h; i++)
+            for (int64_t j = 0; j < h; j++)
+                Ph[i * h + j] = scale * dotf(qk + i * 2 * AH + hh * hd, qk + j * 2 * AH + AH + hh * hd, hd);
+        softmax_rows(Ph, h, h, NULL);
+        for (int64_t i = 0; i < h; i++) {
+            float *o = att + i * AH + hh * hd;
+            memset(o, 0, (size_t)hd * sizeof(float));
+            for (int64_t j = 0; j < h; j++) {
+                const float pj = Ph[i * h + j], *v = qkv + j * 3 * AH + 2 * AH + hh * hd;
+                for (int64_t d = 0; d < hd; d++) o[d] += pj * v[d];
+            }
+        }
+    }
+    mact_matmul(kc, u, att, &b->out_w, mact_f32(&b->out_b), h);
+    memcpy(z1, z0, (size_t)(h * AH) * sizeof(float));
+    mact_gated_add_rows(kc, z1, u, m + 2 * AH, h, AH);
+}
+
+/* block l's cross-attention to the fixed context: z2 = z1 + g_mca * xo(attn(qn(xq(u)), K, V)) */
+static void fwd_cross_attention(const vjp_pass *p, int64_t l, const float *m)
+{
+    const mact_kctx *kc = p->kc;
+    const mact_ae_block *b = &p->w->blocks[l];
+    const mact_rtc_vjp_ctx *cx = p->cx;
+    const int64_t h = p->h, AH = p->AH, hd = p->hd, NH = p->NH, n = p->n;
+    float *u = p->s->vj_u, *att = p->s->vj_att, *z1 = tape_z(p, 3 * l + 1), *z2 = tape_z(p, 3 * l + 2);
+    mact_rmsnorm(kc, u, z1, NULL, p->eps, h, AH, AH);
+    mact_modulate_rows(kc, u, h, AH, m + 3 * AH, m + 4 * AH);
+    mact_matmul(kc, tape_xq(p, l), u, &b->xq_w, mact_f32(&b->xq_b), h);
+    if (p->c->ae_qk_norm) mact_rmsnorm(kc, tape_xqn(p, l), tape_xq(p, l), NULL, p->eps, h * NH, hd, hd);
+    else memcpy(tape_xqn(p, l), tape_xq(p, l), (size_t)(h * AH) * sizeof(float));
+    mact_attention(kc, att, AH, tape_xqn(p, l), AH, cx->kctx + l * n * AH, cx->vctx + l * n * AH, AH, h, n, (int)NH,
+                   (int)NH, (int)hd, p->scale, NULL, cx->enc, p->s->scores);
+    mact_matmul(kc, u, att, &b->xo_w, mact_f32(&b->xo_b), h);
+    memcpy(z2, z1, (size_t)(h * AH) * sizeof(float));
+    mact_gated_add_rows(kc, z2, u, m + 5 * AH, h, AH);
+}
+
+/* block l's SwiGLU MLP: z3 = z2 + g_mlp * down(silu(gate) * up) */
+static void fwd_mlp(const vjp_pass *p, int64_t l, const float *m)
+{
+    const mact_kctx *kc = p->kc;
+    const mact_ae_block *b = &p->w->blocks[l];
+    const int64_t h = p->h, AH = p->AH;
+    float *u = p->s->vj_u, *t1 = p->s->vj_t1, *z2 = tape_z(p, 3 * l + 2), *z3 = tape_z(p, 3 * l + 3);
+    mact_rmsnorm(kc, u, z2, NULL, p->eps, h, AH, AH);
+    mact_modulate_rows(kc, u, h, AH, m + 6 * AH, m + 7 * AH);
+    mact_matmul(kc, tape_gate(p, l), u, &b->gate_w, mact_f32(&b->gate_b), h);
+    mact_matmul(kc, tape_up(p, l), u, &b->up_w, mact_f32(&b->up_b), h);
+    mact_silu_mul(kc, t1, tape_gate(p, l), tape_up(p, l), h * p->I);
+    mact_matmul(kc, u, t1, &b->down_w, mact_f32(&b->down_b), h);
+    memcpy(z3, z2, (size_t)(h * AH) * sizeof(float));
+    mact_gated_add_rows(kc, z3, u, m + 8 * AH, h, AH);
+}
+
+/* ---- the backward: gz = dL/dz with L = <e, v> ---- */
+
+/* through a gated residual branch z' = z + gate * branch: gu = gate * gz [h, AH] */
+static void gate_bwd(const vjp_pass *p, float *gu, const float *gz, const float *gate)
+{
+    for (int64_t i = 0; i < p->h; i++)
+        for (int64_t d = 0; d < p->AH; d++) gu[i * p->AH + d] = gate[d] * gz[i * p->AH + d];
+}
+
+/* through a modulation u = norm(z) * (1 + scale) + shift: gu *= 1 + scale [h, AH] */
+static void modulate_bwd(const vjp_pass *p, float *gu, const float *scale)
+{
+    for (int64_t i = 0; i < p->h; i++)
+        for (int64_t d = 0; d < p->AH; d++) gu[i * p->AH + d] *= 1.f + scale[d];
+}
+
+/* through the final projection, its modulation and norm: gz from e */
+static void bwd_final(const vjp_pass *p, const float *e)
+{
+    const float *mf = p->cx->mod + p->L * 9 * p->AH;
+    float *gu = p->s->vj_gu;
+    tmatmul(p->s, gu, p->AH, e, p->A, &p->w->final_w, p->h, p->A, p->AH, 0);  /* final_w [A, AH] */
+    modulate_bwd(p, gu, mf + p->AH);
+    rms_bwd(p->s->vj_gz, p->AH, tape_z(p, 3 * p->L), p->AH, gu, p->AH, p->h, p->AH, p->eps, 0);
+}
+
+/* MLP: z3 = z2 + g_mlp * down(silu(gate) * up) */
+static void bwd_mlp(const vjp_pass *p, int64_t l, const float *m)
+{
+    struct mact_session *s = p->s;
+    const mact_ae_block *b = &p->w->blocks[l];
+    const int64_t h = p->h, AH = p->AH;
+    float *gz = s->vj_gz, *gu = s->vj_gu, *t1 = s->vj_t1, *t2 = s->vj_t2;
+    gate_bwd(p, gu, gz, m + 8 * AH);
+    tmm(s, t1, gu, &b->down_w, h, 0);  /* d hmid [h, I] */
+    const float *G = tape_gate(p, l), *U = tape_up(p, l);
+    for (int64_t k = 0; k < h * p->I; k++) {
+        const float g = G[k], sg = 1.f / (1.f + expf(-g)), gh = t1[k];
+        t2[k] = gh * U[k] * sg * (1.f + g * (1.f - sg));  /* d gate */
+        t1[k] = gh * g * sg;                              /* d up */
+    }
+    tmm(s, gu, t2, &b->gate_w, h, 0);
+    tmm(s, gu, t1, &b->up_w, h, 1);
+    modulate_bwd(p, gu, m + 7 * AH);
+    rms_bwd(gz, AH, tape_z(p, 3 * l + 2), AH, gu, AH, h, AH, p->eps, 1);
+}
+
+/* one head hh of the cross-attention: its probabilities recomputed from the stored normed q and the context,
+ * then dq [h, hd] into s->vj_gq's head columns from d att */
+static void bwd_cross_attention_head(const vjp_pass *p, int64_t l, int64_t hh)
+{
+    struct mact_session *s = p->s;
+    const int64_t h = p->h, AH = p->AH, hd = p->hd, n = p->n;
+    const float scale = p->scale;
+    const float *K = p->cx->kctx + l * n * AH, *V = p->cx->vctx + l * n * AH;
+    float *kt = s->vj_kt, *vt = s->vj_vt, *S = s->vj_s, *dP = s->vj_dp;
+    for (int64_t j = 0; j < n; j++) {
+        memcpy(kt + j * hd, K + j * AH + hh * hd, (size_t)hd * sizeof(float));
+        memcpy(vt + j * hd, V + j * AH + hh * hd, (size_t)hd * sizeof(float));
+    }
+    const mact_tensor Kt = {.dtype = MACT_F32, .stored_dtype = MACT_F32, .ndim = 2, .shape = {n, hd}, .data = kt},
+                      Vt = {.dtype = MACT_F32, .stored_dtype = MACT_F32, .ndim = 2, .shape = {n, hd}, .data = vt};
+    mact_matmul_ex(p->kc, S, n, tape_xqn(p, l) + hh * hd, AH, &Kt, NULL, h, n, hd);  /* q k^T */
+    for (int64_t k = 0; k < h * n; k++) S[k] *= scale;
+    softmax_rows(S, h, n, p->cx->enc);
+    mact_matmul_ex(p->kc, dP, n, s->vj_att + hh * hd, AH, &Vt, NULL, h, n, hd);    /* dO v^T */
+    for (int64_t i = 0; i < h; i++) {
+        float *pr = S + i * n, *dr = dP + i * n, D = dotf(pr, dr, n);
+        for (int64_t j = 0; j < n; j++) dr[j] = scale * pr[j] * (dr[j] - D);
+    }
+    tmatmul(s, s->vj_gq + hh * hd, AH, dP, n, &Kt, h, n, hd, 0);  /* dq = dS k */
+}
+
+/* cross-attention: z2 = z1 + g_mca * xo(attn(qn(xq(u)), K, V)) */
+static void bwd_cross_attention(const vjp_pass *p, int64_t l, const float *m)
+{
+    struct mact_session *s = p->s;
+    const mact_ae_block *b = &p->w->blocks[l];
+    const int64_t h = p->h, AH = p->AH, hd = p->hd, NH = p->NH;
+    float *gz = s->vj_gz, *gu = s->vj_gu, *gq = s->vj_gq, *t2 = s->vj_t2;
+    gate_bwd(p, gu, gz, m + 5 * AH);
+    tmm(s, s->vj_att, gu, &b->xo_w, h, 0);  /* d att [h, AH] */
+    for (int64_t hh = 0; hh < NH; hh++) bwd_cross_attention_head(p, l, hh);
+    if (p->c->ae_qk_norm) {
+        rms_bwd(t2, hd, tape_xq(p, l), hd, gq, hd, h * NH, hd, p->eps, 0);
+        tmm(s, gu, t2, &b->xq_w, h, 0);
+    } else
+        tmm(s, gu, gq, &b->xq_w, h, 0);
+    modulate_bwd(p, gu, m + 4 * AH);
+    rms_bwd(gz, AH, tape_z(p, 3 * l + 1), AH, gu, AH, h, AH, p->eps, 1);
+}
+
+/* one head hh of the self-attention: dS [h, h] from d att (in s->vj_att) and the taped probabilities, then
+ * d (q | k | v) into g3 [h, 3 AH]'s head columns */
+static void bwd_self_attention_head(const vjp_pass *p, int64_t l, int64_t hh, float *g3, float *dS)
+{
+    const int64_t h = p->h, AH = p->AH, hd = p->hd;
+    const float scale = p->scale, *att = p->s->vj_att, *qkv = tape_qkv(p, l), *qk = tape_qk(p, l);
+    const float *Ph = tape_p(p, l) + hh * h * h;
+    for (int64_t i = 0; i < h; i++) {
+        const float *dO = att + i * AH + hh * hd;
+        float D = 0.f;
+        for (int64_t j = 0; j < h; j++) {
+            dS[i * h + j] = dotf(dO, qkv + j * 3 * AH + 2 * AH + hh * hd, hd);
+            D += Ph[i * h + j] * dS[i * h + j];
+        }
+        for (int64_t j = 0; j < h; j++) dS[i * h + j] = scale * Ph[i * h + j] * (dS[i * h + j] - D);
+    }
+    for (int64_t i = 0; i < h; i++) {
+        float *dq = g3 + i * 3 * AH + hh * hd, *dk = g3 + i * 3 * AH + AH + hh * hd,
+              *dv = g3 + i * 3 * AH + 2 * AH + hh * hd;
+        memset(dq, 0, (size_t)hd * sizeof(float));
+        memset(dk, 0, (size_t)hd * sizeof(float));
+        memset(dv, 0, (size_t)hd * sizeof(float));
+        for (int64_t j = 0; j < h; j++) {
+            const float sq = dS[i * h + j], sk = dS[j * h + i], pv = Ph[j * h + i];
+            const float *kj = qk + j * 2 * AH + AH + hh * hd, *qj = qk + j * 2 * AH + hh * hd,
+                        *dOj = att + j * AH + hh * hd;
+            for (int64_t d = 0; d < hd; d++) {
+                dq[d] += sq * kj[d];   /* dq_i = sum_j dS_ij k_j */
+                dk[d] += sk * qj[d];   /* dk_i = sum_j dS_ji q_j */
+                dv[d] += pv * dOj[d];  /* dv_i = sum_j P_ji dO_j */
+            }
+        }
+    }
+}
+
+/* self-attention: z1 = z0 + g_msa * out(attn(rope(norm(q)), rope(norm(k)), v)) */
+static void bwd_self_attention(const vjp_pass *p, int64_t l, const float *m)
+{
+    struct mact_session *s = p->s;
+    const mact_ae_block *b = &p->w->blocks[l];
+    const int64_t h = p->h, AH = p->AH, hd = p->hd, NH = p->NH;
+    const float *qkv = tape_qkv(p, l);
+    float *gz = s->vj_gz, *gu = s->vj_gu, *g3 = s->vj_t2, *dS = s->vj_dp;  /* g3: d (q | k | v) [h, 3 AH] */
+    gate_bwd(p, gu, gz, m + 2 * AH);
+    tmm(s, s->vj_att, gu, &b->out_w, h, 0);  /* d att [h, AH] */
+    for (int64_t hh = 0; hh < NH; hh++) bwd_self_attention_head(p, l, hh, g3, dS);
+    if (p->c->ae_rope) {
+        rope_bwd(g3, 3 * AH, h, (int)NH, (int)hd, s->a_rope_cos, s->a_rope_sin);
+        rope_bwd(g3 + AH, 3 * AH, h, (int)NH, (int)hd, s->a_rope_cos, s->a_rope_sin);
+    }
+    if (p->c->ae_qk_norm)  /* the q | k heads of each row: 2 NH rows of hd, in place (rms_bwd reads gy[d] only to
+                            * write gz[d]) */
+        for (int64_t i = 0; i < h; i++)
+            rms_bwd(g3 + i * 3 * AH, hd, qkv + i * 3 * AH, hd, g3 + i * 3 * AH, hd, 2 * NH, hd, p->eps, 0);
+    tmm(s, gu, g3, &b->qkv_w, h, 0);
+    modulate_bwd(p, gu, m + AH);
+    rms_bwd(gz, AH, tape_z(p, 3 * l), AH, gu, AH, h, AH, p->eps, 1);
+}
+
 void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *cx, const float *x, int h_, float time, float *e)
 {
     if (!s->vj_ready) {  /* the tape's pages are touched only by sessions that use vjp guidance (session.c) */
@@ -215,201 +470,27 @@ void mact_rtc_vjp(struct mact_session *s, const mact_rtc_vjp_ctx *cx, const floa
         s->vj_ready = 1;
     }
     const mact_config *c = &s->m->cfg;
-    const mact_ae_weights *w = &s->m->ae;
-    const mact_kctx *kc = &s->kc;
-    const int64_t h = h_, AH = c->ae_hidden, A = c->max_action_dim, hd = c->ae_head_dim, I = c->ae_inter,
-                  NH = c->ae_heads, L = c->n_layers, n = cx->n, H = c->max_action_horizon;
-    const float scale = 1.f / sqrtf((float)hd), eps = c->ae_eps;
-    /* tape slots, each planned for the whole horizon H */
-#define ZS(i) (s->vj_z + (int64_t)(i) * H * AH)        /* residual stream before norm i (3 per block, final) */
-#define QKV(l) (s->vj_qkv + (int64_t)(l) * H * 3 * AH) /* self-attention q | k | v as projected */
-#define QK(l) (s->vj_qk + (int64_t)(l) * H * 2 * AH)   /* q | k after the qk norm and RoPE */
-#define PS(l) (s->vj_p + (int64_t)(l) * NH * H * H)    /* self-attention probabilities [NH, h, h] */
-#define XQ(l) (s->vj_xq + (int64_t)(l) * H * AH)       /* cross-attention q as projected */
-#define XQN(l) (s->vj_xqn + (int64_t)(l) * H * AH)     /* ... after the q norm */
-#define GATE(l) (s->vj_gate + (int64_t)(l) * H * I)
-#define UP(l) (s->vj_up + (int64_t)(l) * H * I)
-    float *u = s->vj_u, *att = s->vj_att, *t1 = s->vj_t1;
-
-    /* forward */
-    mact_matmul(kc, ZS(0), x, &w->action_embed_w, mact_f32(&w->action_embed_b), h);
+    const vjp_pass p = {s, cx, c, &s->m->ae, &s->kc, h_, c->ae_hidden, c->max_action_dim, c->ae_head_dim,
+                        c->ae_inter, c->ae_heads, c->n_layers, cx->n, c->max_action_horizon,
+                        1.f / sqrtf((float)c->ae_head_dim), c->ae_eps};
+    const int64_t AH = p.AH, A = p.A, L = p.L, h = p.h;
+    /* forward: the residual stream through every block, each block's activations on the tape */
+    mact_matmul(p.kc, tape_z(&p, 0), x, &p.w->action_embed_w, mact_f32(&p.w->action_embed_b), h);
     for (int64_t l = 0; l < L; l++) {
-        const mact_ae_block *b = &w->blocks[l];
         const float *m = cx->mod + l * 9 * AH;
-        float *z0 = ZS(3 * l), *z1 = ZS(3 * l + 1), *z2 = ZS(3 * l + 2), *z3 = ZS(3 * l + 3);
-        float *qkv = QKV(l), *qk = QK(l), *P = PS(l);
-        /* self-attention */
-        mact_rmsnorm(kc, u, z0, NULL, eps, h, AH, AH);
-        mact_modulate_rows(kc, u, h, AH, m, m + AH);
-        mact_matmul(kc, qkv, u, &b->qkv_w, mact_f32(&b->qkv_b), h);
-        for (int64_t i = 0; i < h; i++) memcpy(qk + i * 2 * AH, qkv + i * 3 * AH, (size_t)(2 * AH) * sizeof(float));
-        if (c->ae_qk_norm) mact_rmsnorm(kc, qk, qk, NULL, eps, h * 2 * NH, hd, hd);
-        if (c->ae_rope) {
-            mact_rope(qk, 2 * AH, h, (int)NH, (int)hd, s->a_rope_cos, s->a_rope_sin);
-            mact_rope(qk + AH, 2 * AH, h, (int)NH, (int)hd, s->a_rope_cos, s->a_rope_sin);
-        }
-        for (int64_t hh = 0; hh < NH; hh++) {
-            float *Ph = P + hh * h * h;
-            for (int64_t i = 0; i < h; i++)
-                for (int64_t j = 0; j < h; j++)
-                    Ph[i * h + j] = scale * dotf(qk + i * 2 * AH + hh * hd, qk + j * 2 * AH + AH + hh * hd, hd);
-            softmax_rows(Ph, h, h, NULL);
-            for (int64_t i = 0; i < h; i++) {
-                float *o = att + i * AH + hh * hd;
-                memset(o, 0, (size_t)hd * sizeof(float));
-                for (int64_t j = 0; j < h; j++) {
-                    const float p = Ph[i * h + j], *v = qkv + j * 3 * AH + 2 * AH + hh * hd;
-                    for (int64_t d = 0; d < hd; d++) o[d] += p * v[d];
-                }
-            }
-        }
-        mact_matmul(kc, u, att, &b->out_w, mact_f32(&b->out_b), h);
-        memcpy(z1, z0, (size_t)(h * AH) * sizeof(float));
-        mact_gated_add_rows(kc, z1, u, m + 2 * AH, h, AH);
-        /* cross-attention to the fixed context */
-        mact_rmsnorm(kc, u, z1, NULL, eps, h, AH, AH);
-        mact_modulate_rows(kc, u, h, AH, m + 3 * AH, m + 4 * AH);
-        mact_matmul(kc, XQ(l), u, &b->xq_w, mact_f32(&b->xq_b), h);
-        if (c->ae_qk_norm) mact_rmsnorm(kc, XQN(l), XQ(l), NULL, eps, h * NH, hd, hd);
-        else memcpy(XQN(l), XQ(l), (size_t)(h * AH) * sizeof(float));
-        mact_attention(kc, att, AH, XQN(l), AH, cx->kctx + l * n * AH, cx->vctx + l * n * AH, AH, h, n, (int)NH,
-                       (int)NH, (int)hd, scale, NULL, cx->enc, s->scores);
-        mact_matmul(kc, u, att, &b->xo_w, mact_f32(&b->xo_b), h);
-        memcpy(z2, z1, (size_t)(h * AH) * sizeof(float));
-        mact_gated_add_rows(kc, z2, u, m + 5 * AH, h, AH);
-        /* SwiGLU MLP */
-        mact_rmsnorm(kc, u, z2, NULL, eps, h, AH, AH);
-        mact_modulate_rows(kc, u, h, AH, m + 6 * AH, m + 7 * AH);
-        mact_matmul(kc, GATE(l), u, &b->gate_w, mact_f32(&b->gate_b), h);
-        mact_matmul(kc, UP(l), u, &b->up_w, mact_f32(&b->up_b), h);
-        mact_silu_mul(kc, t1, GATE(l), UP(l), h * I);
-        mact_matmul(kc, u, t1, &b->down_w, mact_f32(&b->down_b), h);
-        memcpy(z3, z2, (size_t)(h * AH) * sizeof(float));
-        mact_gated_add_rows(kc, z3, u, m + 8 * AH, h, AH);
+        fwd_self_attention(&p, l, m);
+        fwd_cross_attention(&p, l, m);
+        fwd_mlp(&p, l, m);
     }
-
-    /* backward: gz = dL/dz with L = <e, v> */
-    float *gz = s->vj_gz, *gu = s->vj_gu, *gq = s->vj_gq, *t2 = s->vj_t2;
-    const float *mf = cx->mod + L * 9 * AH;
-    tmatmul(s, gu, AH, e, A, &w->final_w, h, A, AH, 0);  /* final_w [A, AH] */
-    for (int64_t i = 0; i < h; i++)
-        for (int64_t d = 0; d < AH; d++) gu[i * AH + d] *= 1.f + mf[AH + d];
-    rms_bwd(gz, AH, ZS(3 * L), AH, gu, AH, h, AH, eps, 0);
+    /* backward: the blocks in reverse, each branch in reverse */
+    bwd_final(&p, e);
     for (int64_t l = L - 1; l >= 0; l--) {
-        const mact_ae_block *b = &w->blocks[l];
         const float *m = cx->mod + l * 9 * AH;
-        const float *z0 = ZS(3 * l), *z1 = ZS(3 * l + 1), *z2 = ZS(3 * l + 2);
-        /* MLP: z3 = z2 + g_mlp * down(silu(gate) * up) */
-        for (int64_t i = 0; i < h; i++)
-            for (int64_t d = 0; d < AH; d++) gu[i * AH + d] = m[8 * AH + d] * gz[i * AH + d];
-        tmm(s, t1, gu, &b->down_w, h, 0);  /* d hmid [h, I] */
-        {
-            const float *G = GATE(l), *U = UP(l);
-            for (int64_t k = 0; k < h * I; k++) {
-                const float g = G[k], sg = 1.f / (1.f + expf(-g)), gh = t1[k];
-                t2[k] = gh * U[k] * sg * (1.f + g * (1.f - sg));  /* d gate */
-                t1[k] = gh * g * sg;                              /* d up */
-            }
-        }
-        tmm(s, gu, t2, &b->gate_w, h, 0);
-        tmm(s, gu, t1, &b->up_w, h, 1);
-        for (int64_t i = 0; i < h; i++)
-            for (int64_t d = 0; d < AH; d++) gu[i * AH + d] *= 1.f + m[7 * AH + d];
-        rms_bwd(gz, AH, z2, AH, gu, AH, h, AH, eps, 1);
-        /* cross-attention: z2 = z1 + g_mca * xo(attn(qn(xq(u)), K, V)) */
-        for (int64_t i = 0; i < h; i++)
-            for (int64_t d = 0; d < AH; d++) gu[i * AH + d] = m[5 * AH + d] * gz[i * AH + d];
-        tmm(s, att, gu, &b->xo_w, h, 0);  /* d att [h, AH] */
-        {
-            const float *K = cx->kctx + l * n * AH, *V = cx->vctx + l * n * AH;
-            float *kt = s->vj_kt, *vt = s->vj_vt, *S = s->vj_s, *dP = s->vj_dp;
-            for (int64_t hh = 0; hh < NH; hh++) {
-                for (int64_t j = 0; j < n; j++) {
-                    memcpy(kt + j * hd, K + j * AH + hh * hd, (size_t)hd * sizeof(float));
-                    memcpy(vt + j * hd, V + j * AH + hh * hd, (size_t)hd * sizeof(float));
-                }
-                const mact_tensor Kt = {.dtype = MACT_F32, .stored_dtype = MACT_F32, .ndim = 2, .shape = {n, hd},
-                                        .data = kt},
-                                  Vt = {.dtype = MACT_F32, .stored_dtype = MACT_F32, .ndim = 2, .shape = {n, hd},
-                                        .data = vt};
-                mact_matmul_ex(kc, S, n, XQN(l) + hh * hd, AH, &Kt, NULL, h, n, hd);  /* q k^T */
-                for (int64_t k = 0; k < h * n; k++) S[k] *= scale;
-                softmax_rows(S, h, n, cx->enc);
-                mact_matmul_ex(kc, dP, n, att + hh * hd, AH, &Vt, NULL, h, n, hd);    /* dO v^T */
-                for (int64_t i = 0; i < h; i++) {
-                    float *pr = S + i * n, *dr = dP + i * n, D = dotf(pr, dr, n);
-                    for (int64_t j = 0; j < n; j++) dr[j] = scale * pr[j] * (dr[j] - D);
-                }
-                tmatmul(s, gq + hh * hd, AH, dP, n, &Kt, h, n, hd, 0);  /* dq = dS k */
-            }
-        }
-        if (c->ae_qk_norm) {
-            rms_bwd(t2, hd, XQ(l), hd, gq, hd, h * NH, hd, eps, 0);
-            tmm(s, gu, t2, &b->xq_w, h, 0);
-        } else
-            tmm(s, gu, gq, &b->xq_w, h, 0);
-        for (int64_t i = 0; i < h; i++)
-            for (int64_t d = 0; d < AH; d++) gu[i * AH + d] *= 1.f + m[4 * AH + d];
-        rms_bwd(gz, AH, z1, AH, gu, AH, h, AH, eps, 1);
-        /* self-attention: z1 = z0 + g_msa * out(attn(rope(norm(q)), rope(norm(k)), v)) */
-        for (int64_t i = 0; i < h; i++)
-            for (int64_t d = 0; d < AH; d++) gu[i * AH + d] = m[2 * AH + d] * gz[i * AH + d];
-        tmm(s, att, gu, &b->out_w, h, 0);  /* d att [h, AH] */
-        {
-            const float *qkv = QKV(l), *qk = QK(l), *P = PS(l);
-            float *g3 = t2, *dS = s->vj_dp;  /* g3: d (q | k | v) [h, 3 AH] */
-            for (int64_t hh = 0; hh < NH; hh++) {
-                const float *Ph = P + hh * h * h;
-                for (int64_t i = 0; i < h; i++) {
-                    const float *dO = att + i * AH + hh * hd;
-                    float D = 0.f;
-                    for (int64_t j = 0; j < h; j++) {
-                        dS[i * h + j] = dotf(dO, qkv + j * 3 * AH + 2 * AH + hh * hd, hd);
-                        D += Ph[i * h + j] * dS[i * h + j];
-                    }
-                    for (int64_t j = 0; j < h; j++) dS[i * h + j] = scale * Ph[i * h + j] * (dS[i * h + j] - D);
-                }
-                for (int64_t i = 0; i < h; i++) {
-                    float *dq = g3 + i * 3 * AH + hh * hd, *dk = g3 + i * 3 * AH + AH + hh * hd,
-                          *dv = g3 + i * 3 * AH + 2 * AH + hh * hd;
-                    memset(dq, 0, (size_t)hd * sizeof(float));
-                    memset(dk, 0, (size_t)hd * sizeof(float));
-                    memset(dv, 0, (size_t)hd * sizeof(float));
-                    for (int64_t j = 0; j < h; j++) {
-                        const float sq = dS[i * h + j], sk = dS[j * h + i], pv = Ph[j * h + i];
-                        const float *kj = qk + j * 2 * AH + AH + hh * hd, *qj = qk + j * 2 * AH + hh * hd,
-                                    *dOj = att + j * AH + hh * hd;
-                        for (int64_t d = 0; d < hd; d++) {
-                            dq[d] += sq * kj[d];   /* dq_i = sum_j dS_ij k_j */
-                            dk[d] += sk * qj[d];   /* dk_i = sum_j dS_ji q_j */
-                            dv[d] += pv * dOj[d];  /* dv_i = sum_j P_ji dO_j */
-                        }
-                    }
-                }
-            }
-            if (c->ae_rope) {
-                rope_bwd(g3, 3 * AH, h, (int)NH, (int)hd, s->a_rope_cos, s->a_rope_sin);
-                rope_bwd(g3 + AH, 3 * AH, h, (int)NH, (int)hd, s->a_rope_cos, s->a_rope_sin);
-            }
-            if (c->ae_qk_norm)  /* the q | k heads of each row: 2 NH rows of hd, in place (rms_bwd reads gy[d]
-                                 * only to write gz[d]) */
-                for (int64_t i = 0; i < h; i++)
-                    rms_bwd(g3 + i * 3 * AH, hd, qkv + i * 3 * AH, hd, g3 + i * 3 * AH, hd, 2 * NH, hd, eps, 0);
-        }
-        tmm(s, gu, t2, &b->qkv_w, h, 0);
-        for (int64_t i = 0; i < h; i++)
-            for (int64_t d = 0; d < AH; d++) gu[i * AH + d] *= 1.f + m[AH + d];
-        rms_bwd(gz, AH, z0, AH, gu, AH, h, AH, eps, 1);
+        bwd_mlp(&p, l, m);
+        bwd_cross_attention(&p, l, m);
+        bwd_self_attention(&p, l, m);
     }
     /* through action_embed [AH, A]: e += time * gz W */
-    tmatmul(s, s->vj_gx, A, gz, AH, &w->action_embed_w, h, AH, A, 0);
+    tmatmul(s, s->vj_gx, A, s->vj_gz, AH, &p.w->action_embed_w, h, AH, A, 0);
     for (int64_t k = 0; k < h * A; k++) e[k] += time * s->vj_gx[k];
-#undef ZS
-#undef QKV
-#undef QK
-#undef PS
-#undef XQ
-#undef XQN
-#undef GATE
-#undef UP
 }

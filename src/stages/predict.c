@@ -1,8 +1,9 @@
 /* The integrator's call (docs/spec/molmoact2.md 4-5): frames + task + raw state -> actions in robot units. Inputs are
  * validated before any stage runs, so a rejected call leaves no half-written output. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
-#include <time.h>
+#include "base/clock.h"
 #include "base/rng.h"
 #include "io/image.h"
 #include "io/normstats.h"
@@ -37,10 +38,9 @@ static int check_call(mact_session *s, const mact_predict_input *in, const mact_
 {
     if (!in || !out) return mact_session_fail(s, MACT_ERR_INPUT, "predict: %s is NULL", !in ? "in" : "out");
     if (!out->actions) return mact_session_fail(s, MACT_ERR_INPUT, "predict: out->actions is NULL");
-    if (in->n_frames < 1 || in->n_frames > (size_t)s->max_images)
+    if (in->n_frames > (size_t)s->max_images)
         return mact_session_fail(s, MACT_ERR_INPUT, "%zu camera frames; this session takes 1..%d", in->n_frames,
                                  s->max_images);
-    if (!in->frames) return mact_session_fail(s, MACT_ERR_INPUT, "predict: frames is NULL");
     const float *state = in->state;
     const struct mact_model *m = s->m;
     const mact_config *c = &m->cfg;
@@ -50,6 +50,19 @@ static int check_call(mact_session *s, const mact_predict_input *in, const mact_
     if (!m->ns) return mact_session_fail(s, MACT_ERR_IO, "predict needs norm_stats.json: %s", m->ns_err);
     const mact_norm_tag *tag = mact_norm_find_tag(m->ns, o->norm_tag, err, sizeof err);
     if (!tag) return mact_session_fail(s, MACT_ERR_INPUT, "%s", err);
+    /* the one input rule of every surface (CLI, Python, each server protocol): a tag that names its cameras takes
+     * exactly those, in that order (the model was trained on that many images) */
+    if (tag->n_cameras > 0 && in->n_frames != (size_t)tag->n_cameras) {
+        char keys[512] = "";
+        for (int c = 0, o2 = 0; c < tag->n_cameras && c < MACT_NORM_MAX_CAMERAS && o2 < (int)sizeof keys; c++)
+            o2 += snprintf(keys + o2, sizeof keys - (size_t)o2, "%s%s", c ? ", " : "", tag->camera_keys[c]);
+        return mact_session_fail(s, MACT_ERR_INPUT, "%zu camera frames; norm tag \"%s\" takes %d (%s%s), in that order",
+                                 in->n_frames, tag->name, tag->n_cameras, keys,
+                                 tag->n_cameras > MACT_NORM_MAX_CAMERAS ? ", ..." : "");
+    }
+    if (in->n_frames < 1)
+        return mact_session_fail(s, MACT_ERR_INPUT, "0 camera frames; this session takes 1..%d", s->max_images);
+    if (!in->frames) return mact_session_fail(s, MACT_ERR_INPUT, "predict: frames is NULL");
     if (!state || in->state_dim != (size_t)tag->state.dim)
         return mact_session_fail(s, MACT_ERR_INPUT, "state has %zu values but norm tag \"%s\" expects %d",
                                  state ? in->state_dim : 0, tag->name, tag->state.dim);
@@ -73,8 +86,9 @@ static int check_call(mact_session *s, const mact_predict_input *in, const mact_
         return mact_session_fail(s, MACT_ERR_INPUT, "actions buffer holds %zu floats; %d x %d needed",
                                  out->actions_cap, steps_out, adim);
     int steps = o->num_steps ? o->num_steps : c->flow_steps;
-    if (steps < 1)
-        return mact_session_fail(s, MACT_ERR_INPUT, "num_steps %d: flow steps must be >= 1 (0: the config's)", steps);
+    if (steps < 1 || steps > MACT_MAX_STEPS)
+        return mact_session_fail(s, MACT_ERR_INPUT, "num_steps %d: flow steps must be in 1..%d (0: the config's)", steps,
+                                 MACT_MAX_STEPS);
     if (o->noise && o->noise_len != (size_t)H * A)
         return mact_session_fail(s, MACT_ERR_INPUT, "noise has %zu values; the tag's horizon %d x max_action_dim %d "
                                  "needs %d", o->noise_len, H, A, H * A);
@@ -159,6 +173,8 @@ static int prompt_ids(mact_session *s, const predict_plan *p, const char *task, 
         return mact_session_fail(s, MACT_ERR_INPUT, "the task text adds %d <|image|> markers; tasks may not contain "
                                  "special tokens", seen - n_frames);
     const int n = (int)w;
+    int rc = mact_check_ids(s, ids, n, "prompt");   /* a tokenizer.json with ids past the model's embedding tables */
+    if (rc) return rc;
     for (int i = 0; i < n; i++) s->ids_f[i] = (float)ids[i];
     *n_ids = n;
     return MACT_OK;
@@ -202,7 +218,7 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     if (!s) return MACT_ERR_INPUT;
     mact_session_enter(s);
     mact_timings t = {0};
-    double t0 = mact_now_ms();
+    double t0 = mact_clock_ms();
     predict_plan p;
     int rc;
     if ((rc = check_call(s, in, out, &p))) return rc;
@@ -215,7 +231,7 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
         (p.rtc_on && (rc = rtc_to_model(s, &p, &rtc))))
         return rc;
     initial_noise(s, &in->options, (int64_t)p.H * p.A);
-    t.preprocess_ms = mact_now_ms() - t0;
+    t.preprocess_ms = mact_clock_ms() - t0;
 
     double stage[3];
     rc = mact_pipeline_run(s, s->pv, n_frames, s->ids, n, s->traj, p.H, p.adim, p.steps, p.rtc_on ? &rtc : NULL,
@@ -228,7 +244,7 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     t.vision_ms = stage[0];
     t.llm_ms = stage[1];
     t.action_ms = stage[2];
-    t.total_ms = mact_now_ms() - t0;
+    t.total_ms = mact_clock_ms() - t0;
     t.n_tokens = n;
     t.horizon = p.H;
     out->n_steps = (size_t)p.steps_out;
@@ -237,9 +253,10 @@ mact_status mact_predict(mact_session *s, const mact_predict_input *in, mact_pre
     return MACT_OK;
 }
 
-mact_status mact_session_tensor(const mact_session *s, const char *name, mact_tensor_view *view)
+mact_status mact_session_tensor(mact_session *s, const char *name, mact_tensor_view *view)
 {
-    if (!s || !name || !view) return MACT_ERR_INPUT;
+    if (!s) return MACT_ERR_INPUT;
+    if (!name || !view) return mact_session_fail(s, MACT_ERR_INPUT, "mact_session_tensor: name and view are required");
     const mact_config *c = &s->m->cfg;
     const float **data = &view->data;
     int64_t *shape = view->shape;
@@ -249,7 +266,8 @@ mact_status mact_session_tensor(const mact_session *s, const char *name, mact_te
     const int64_t P = (int64_t)c->grid_h * c->grid_w, PD = (int64_t)c->patch * c->patch * 3, N = s->last_tokens;
     const int64_t L = c->n_layers, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     memset(shape, 0, 4 * sizeof *shape);
-    if (!s->last_tokens) return MACT_ERR_INPUT;
+    if (!s->last_tokens)
+        return mact_session_fail(s, MACT_ERR_INPUT, "mact_session_tensor: no tensors before a successful mact_predict");
     if (!strcmp(name, "pixel_values")) {
         *data = s->pv; *ndim = 3; shape[0] = s->last_images; shape[1] = P; shape[2] = PD;
     } else if (!strcmp(name, "image_embeds")) {
@@ -259,10 +277,14 @@ mact_status mact_session_tensor(const mact_session *s, const char *name, mact_te
     } else if (!strcmp(name, "noise") || !strcmp(name, "actions_norm")) {
         *data = name[0] == 'n' ? s->noise : s->traj; *ndim = 2; shape[0] = s->last_h; shape[1] = c->max_action_dim;
     } else if (!strcmp(name, "prev_actions_norm")) {
-        if (!s->rtc_prev_n) return MACT_ERR_INPUT;
+        if (!s->rtc_prev_n)
+            return mact_session_fail(s, MACT_ERR_INPUT, "mact_session_tensor: prev_actions_norm exists only after a "
+                                     "prediction with RTC rows");
         *data = s->rtc_prev; *ndim = 2; shape[0] = s->rtc_prev_n; shape[1] = s->rtc_prev_dim;
     } else if (!strcmp(name, "input_ids")) {
         *data = s->ids_f; *ndim = 1; shape[0] = N;
-    } else return MACT_ERR_INPUT;
+    } else
+        return mact_session_fail(s, MACT_ERR_INPUT, "mact_session_tensor: unknown tensor '%.64s' (pixel_values, "
+                                 "image_embeds, keys, values, noise, actions_norm, prev_actions_norm, input_ids)", name);
     return MACT_OK;
 }

@@ -24,11 +24,12 @@ static const char *const lib_state_names[8] = {"x", "y", "z", "axis_angle1", "ax
 static const char *const lib_action_names[7] = {"x", "y", "z", "roll", "pitch", "yaw", "gripper"};
 static const char *const tasks_so[] = {"pick up the cube", "put the cube in the bowl", "push the block left"};
 static const char *const tasks_lib[] = {"put the bowl on the plate", "open the top drawer", "turn on the stove"};
-/* camera keys: LIBERO's (PNG structs, or videos as in lerobot/libero) and SO-101's usual pair (videos) */
+/* camera keys: LIBERO's and SO-101's, each named as `mact synth`'s tag for that robot names them, so a synthetic
+ * checkpoint evaluates on a synthetic dataset as it is; PNG images in the parquet unless they are videos */
 static const char *const cams_lib[2] = {"observation.images.image", "observation.images.wrist_image"};
-static const char *const cams_so[2] = {"observation.images.front", "observation.images.wrist"};
+static const char *const cams_so[2] = {"observation.images.top", "observation.images.wrist"};
 #define CAMS(o) ((o)->libero ? cams_lib : cams_so)
-#define HAS_PNG(o) ((o)->libero && !(o)->video)
+#define HAS_PNG(o) (!(o)->video && !(o)->no_cameras)
 
 /* SO-101: minimum-jerk moves between random waypoints with holds; state follows the action 3 frames late
  * plus noise; the gripper state saturates while grasping. */
@@ -158,8 +159,9 @@ static int write_info(const char *dir, const mact_lrs_options *o, int n_ep, int6
                    "\"video.is_depth_map\": false, \"video.fps\": %d, \"video.channels\": 3, \"has_audio\": false}},\n",
                 CAMS(o)[c], o->video_h, o->video_w, o->video_h, o->video_w, o->video, o->libero ? 10 : 30);
     if (HAS_PNG(o)) {
-        fputs("    \"observation.images.image\": {\"dtype\": \"image\", \"shape\": [16, 16, 3], \"names\": [\"height\", \"width\", \"channel\"]},\n", f);
-        fputs("    \"observation.images.wrist_image\": {\"dtype\": \"image\", \"shape\": [16, 16, 3], \"names\": [\"height\", \"width\", \"channel\"]},\n", f);
+        for (int c = 0; c < 2; c++)
+            fprintf(f, "    \"%s\": {\"dtype\": \"image\", \"shape\": [16, 16, 3], \"names\": [\"height\", \"width\", "
+                    "\"channel\"]},\n", CAMS(o)[c]);
     }
     fprintf(f, "    \"timestamp\": {\"dtype\": \"%s\", \"shape\": [1], \"names\": null},\n", o->ts_f64 ? "float64" : "float32");
     fputs("    \"frame_index\": {\"dtype\": \"int64\", \"shape\": [1], \"names\": null},\n", f);
@@ -205,8 +207,9 @@ static int write_frames(const char *path, const frames *fr, int64_t r0, int64_t 
     c[k++] = (pqw_column){.name = "action", .kind = PQW_F32_LIST, .width = ad, .data = fr->act + r0 * ad};
     c[k++] = (pqw_column){.name = "observation.state", .kind = PQW_F32_LIST, .width = sd, .data = fr->st + r0 * sd};
     if (HAS_PNG(o)) {
-        c[k++] = (pqw_column){.name = "observation.images.image", .kind = PQW_IMAGE, .data = fr->img[0] + r0, .lens = fr->ilen[0] + r0, .paths = (const char *const *)fr->ipath[0] + r0};
-        c[k++] = (pqw_column){.name = "observation.images.wrist_image", .kind = PQW_IMAGE, .data = fr->img[1] + r0, .lens = fr->ilen[1] + r0, .paths = (const char *const *)fr->ipath[1] + r0};
+        for (int cam = 0; cam < 2; cam++)
+            c[k++] = (pqw_column){.name = CAMS(o)[cam], .kind = PQW_IMAGE, .data = fr->img[cam] + r0,
+                                  .lens = fr->ilen[cam] + r0, .paths = (const char *const *)fr->ipath[cam] + r0};
     }
     if (o->ts_f64) c[k++] = (pqw_column){.name = "timestamp", .kind = PQW_F64, .data = fr->ts64 + r0};
     else c[k++] = (pqw_column){.name = "timestamp", .kind = PQW_F32, .data = fr->ts32 + r0};
@@ -258,189 +261,363 @@ static int write_videos(const char *dir, const mact_lrs_options *o, int E, const
     return rc;
 }
 
-mact_status mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, size_t el)
+/* one dataset being written: the options with their defaults, the episodes and every frame */
+typedef struct {
+    const char *dir;
+    mact_lrs_options o;
+    pqw_options po;  /* the variant's parquet options */
+    int rowgroups;   /* the rowgroups variant: more than one row group per episode */
+    int E;
+    int *len, *task;  /* [E]: frames, task index */
+    const char *const *tasks;
+    frames fr;        /* fr.n: the frames of all episodes */
+} synth;
+
+static void frames_free(frames *fr)
 {
-    mact_lrs_options o = *o0;
-    if (!o.version) o.version = 21;
-    if (o.version != 21 && o.version != 30) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: version must be 21 or 30");
-    if (!o.n_episodes) o.n_episodes = 4;
-    if (o.n_episodes < 1 || o.n_episodes > 100000) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: bad episode count");
-    if (!o.min_len) { o.min_len = o.libero ? 60 : 150; o.max_len = o.libero ? 160 : 450; }
-    if (o.max_len < o.min_len || o.min_len < 1) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: bad episode lengths");
-    if (o.video) {
-        if (!mact_vw_encoder(o.video)) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: no encoder for video codec '%s' (%s)", o.video, mact_vw_codecs());
-        if (!o.video_w) o.video_w = 64;
-        if (!o.video_h) o.video_h = 64;
-        if (o.max_len > 4095) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: video frames carry 12-bit frame numbers: episodes of at most 4095 frames");
-    }
-    if (o.state_names) {  /* one plain name per state dim */
-        int n = 1, sd0 = o.libero ? 8 : 6;
-        for (const char *p = o.state_names; *p; p++) {
-            n += *p == ',';
-            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --state-names: a name with a quote, backslash or control character");
-        }
-        if (n != sd0 || strstr(o.state_names, ",,") || o.state_names[0] == ',' || !o.state_names[0] || o.state_names[strlen(o.state_names) - 1] == ',')
-            return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --state-names wants %d non-empty names, comma-separated", sd0);
-    }
-    pqw_options po;
-    if (set_variant(o.variant, &po)) return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: unknown variant '%s' (%s)", o.variant, mact_lerobot_synth_variants());
-    int rowgroups = o.variant && !strcmp(o.variant, "rowgroups");
-    mact_rng r;
-    mact_rng_seed(&r, o.seed);
-    int E = o.n_episodes, fps = o.libero ? 10 : 30, ad = o.libero ? 7 : 6, sd = o.libero ? 8 : 6;
-    const char *const *tasks = o.libero ? tasks_lib : tasks_so;
-    int *len = calloc((size_t)E, sizeof *len), *task = calloc((size_t)E, sizeof *task);
-    int64_t total = 0;
-    if (!len || !task) { free(len); free(task); return mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); }
-    for (int e = 0; e < E; e++) {
-        len[e] = o.min_len + (int)(urand(&r) * (o.max_len - o.min_len + 1));
-        if (len[e] > o.max_len) len[e] = o.max_len;
-        task[e] = e % 3;
-        total += len[e];
-    }
-    frames fr = {.n = total};
-    fr.act = malloc((size_t)total * ad * sizeof(float));
-    fr.st = malloc((size_t)total * sd * sizeof(float));
-    fr.ts32 = malloc((size_t)total * sizeof(float));
-    fr.ts64 = malloc((size_t)total * sizeof(double));
-    fr.fi = malloc((size_t)total * 8); fr.ei = malloc((size_t)total * 8); fr.gi = malloc((size_t)total * 8); fr.ti = malloc((size_t)total * 8);
     for (int c = 0; c < 2; c++) {
-        fr.img[c] = calloc((size_t)total, sizeof(uint8_t *));
-        fr.ilen[c] = calloc((size_t)total, sizeof(size_t));
-        fr.ipath[c] = calloc((size_t)total, sizeof(char *));
+        for (int64_t i = 0; fr->img[c] && i < fr->n; i++) free(fr->img[c][i]);
+        for (int64_t i = 0; fr->ipath[c] && i < fr->n; i++) free(fr->ipath[c][i]);
+        free(fr->img[c]); free(fr->ilen[c]); free(fr->ipath[c]);
     }
-    int rc = 0;
-    char p[4096];
-    if (!fr.act || !fr.st || !fr.ts32 || !fr.ts64 || !fr.fi || !fr.ei || !fr.gi || !fr.ti || !fr.img[0] || !fr.img[1] ||
-        !fr.ilen[0] || !fr.ilen[1] || !fr.ipath[0] || !fr.ipath[1]) { rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); goto out; }
-    int64_t g = 0;
+    free(fr->act); free(fr->st); free(fr->ts32); free(fr->ts64); free(fr->fi); free(fr->ei); free(fr->gi); free(fr->ti);
+}
+
+/* --state-names: one plain name per state dim */
+static int check_state_names(const mact_lrs_options *o, char *err, size_t el)
+{
+    const char *sn = o->state_names;
+    if (!sn) return 0;
+    int n = 1, sd0 = o->libero ? 8 : 6;
+    for (const char *p = sn; *p; p++) {
+        n += *p == ',';
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --state-names: a name with a quote, backslash "
+                             "or control character");
+    }
+    if (n != sd0 || strstr(sn, ",,") || sn[0] == ',' || !sn[0] || sn[strlen(sn) - 1] == ',')
+        return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --state-names wants %d non-empty names, "
+                         "comma-separated", sd0);
+    return 0;
+}
+
+/* the options' defaults filled in (o is the caller's copy), then checked */
+static int resolve_options(mact_lrs_options *o, char *err, size_t el)
+{
+    if (!o->version) o->version = 21;
+    if (o->version != 21 && o->version != 30)
+        return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: version must be 21 or 30");
+    if (!o->n_episodes) o->n_episodes = 4;
+    if (o->n_episodes < 1 || o->n_episodes > 100000)
+        return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: bad episode count");
+    if (!o->min_len) { o->min_len = o->libero ? 60 : 150; o->max_len = o->libero ? 160 : 450; }
+    if (o->max_len < o->min_len || o->min_len < 1)
+        return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: bad episode lengths");
+    if (o->video && o->no_cameras)
+        return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: --video makes the cameras videos; --no-cameras has none");
+    if (o->video) {
+        if (!mact_vw_encoder(o->video))
+            return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: no encoder for video codec '%s' (%s)", o->video,
+                             mact_vw_codecs());
+        if (!o->video_w) o->video_w = 64;
+        if (!o->video_h) o->video_h = 64;
+        if (o->max_len > 4095)
+            return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: video frames carry 12-bit frame numbers: "
+                             "episodes of at most 4095 frames");
+    }
+    return check_state_names(o, err, el);
+}
+
+/* each episode's length (uniform in min_len..max_len, the seed's first draws) and task (the 3 in turn) */
+static int plan_episodes(synth *s, mact_rng *r, char *err, size_t el)
+{
+    const mact_lrs_options *o = &s->o;
+    const int E = s->E = o->n_episodes;
+    s->len = calloc((size_t)E, sizeof *s->len);
+    s->task = calloc((size_t)E, sizeof *s->task);
+    if (!s->len || !s->task) return mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
     for (int e = 0; e < E; e++) {
-        if (o.libero) gen_libero(&r, len[e], fr.act + g * ad, fr.st + g * sd);
-        else gen_so101(&r, len[e], fr.act + g * ad, fr.st + g * sd);
-        for (int t = 0; t < len[e]; t++, g++) {
-            fr.ts32[g] = (float)t / (float)fps;
-            fr.ts64[g] = (double)t / fps;
-            fr.fi[g] = t; fr.ei[g] = e; fr.gi[g] = g; fr.ti[g] = task[e];
-            if (HAS_PNG(&o))
-                for (int c = 0; c < 2; c++) {
-                    fr.img[c][g] = make_png((int)g, c, &fr.ilen[c][g]);
-                    char nm[64];
-                    snprintf(nm, sizeof nm, "frame_%06lld_%d.png", (long long)g, c);
-                    fr.ipath[c][g] = strdup(nm);
-                    if (!fr.img[c][g] || !fr.ipath[c][g]) { rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory"); goto out; }
-                }
+        s->len[e] = o->min_len + (int)(urand(r) * (o->max_len - o->min_len + 1));
+        if (s->len[e] > o->max_len) s->len[e] = o->max_len;
+        s->task[e] = e % 3;
+        s->fr.n += s->len[e];
+    }
+    return 0;
+}
+
+/* the frame arrays, fr->n rows each; the PNG arrays zeroed (frames_free frees the PNGs made so far) */
+static int frames_alloc(frames *fr, int ad, int sd, char *err, size_t el)
+{
+    const int64_t total = fr->n;
+    fr->act = malloc((size_t)total * ad * sizeof(float));
+    fr->st = malloc((size_t)total * sd * sizeof(float));
+    fr->ts32 = malloc((size_t)total * sizeof(float));
+    fr->ts64 = malloc((size_t)total * sizeof(double));
+    fr->fi = malloc((size_t)total * 8);
+    fr->ei = malloc((size_t)total * 8);
+    fr->gi = malloc((size_t)total * 8);
+    fr->ti = malloc((size_t)total * 8);
+    for (int c = 0; c < 2; c++) {
+        fr->img[c] = calloc((size_t)total, sizeof(uint8_t *));
+        fr->ilen[c] = calloc((size_t)total, sizeof(size_t));
+        fr->ipath[c] = calloc((size_t)total, sizeof(char *));
+    }
+    if (!fr->act || !fr->st || !fr->ts32 || !fr->ts64 || !fr->fi || !fr->ei || !fr->gi || !fr->ti || !fr->img[0] ||
+        !fr->img[1] || !fr->ilen[0] || !fr->ilen[1] || !fr->ipath[0] || !fr->ipath[1])
+        return mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
+    return 0;
+}
+
+/* frame g's PNG and file name, for each camera */
+static int frame_pngs(frames *fr, int64_t g)
+{
+    for (int c = 0; c < 2; c++) {
+        fr->img[c][g] = make_png((int)g, c, &fr->ilen[c][g]);
+        char nm[64];
+        snprintf(nm, sizeof nm, "frame_%06lld_%d.png", (long long)g, c);
+        fr->ipath[c][g] = strdup(nm);
+        if (!fr->img[c][g] || !fr->ipath[c][g]) return -1;
+    }
+    return 0;
+}
+
+/* every episode's actions and states (the seed's draws after plan_episodes'), its frames' index columns and,
+ * where the dataset has PNG frames, their images */
+static int fill_frames(synth *s, mact_rng *r, char *err, size_t el)
+{
+    const mact_lrs_options *o = &s->o;
+    frames *fr = &s->fr;
+    const int fps = o->libero ? 10 : 30, ad = o->libero ? 7 : 6, sd = o->libero ? 8 : 6;
+    int64_t g = 0;
+    for (int e = 0; e < s->E; e++) {
+        if (o->libero) gen_libero(r, s->len[e], fr->act + g * ad, fr->st + g * sd);
+        else gen_so101(r, s->len[e], fr->act + g * ad, fr->st + g * sd);
+        for (int t = 0; t < s->len[e]; t++, g++) {
+            fr->ts32[g] = (float)t / (float)fps;
+            fr->ts64[g] = (double)t / fps;
+            fr->fi[g] = t; fr->ei[g] = e; fr->gi[g] = g; fr->ti[g] = s->task[e];
+            if (HAS_PNG(o) && frame_pngs(fr, g))
+                return mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
         }
     }
-    snprintf(p, sizeof p, "%s/meta", dir);
-    if (mact_file_mkdirs(p, NULL, 0)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p); goto out; }
-    if (write_info(dir, &o, E, total, 3)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write info.json"); goto out; }
-    snprintf(p, sizeof p, "%s/data/chunk-000", dir);
-    if (mact_file_mkdirs(p, NULL, 0)) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p); goto out; }
-    if (o.version == 21) {
-        snprintf(p, sizeof p, "%s/meta/tasks.jsonl", dir);
-        FILE *f = fopen(p, "w");
-        if (!f) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write %s", p); goto out; }
-        for (int t = 0; t < 3; t++) fprintf(f, "{\"task_index\": %d, \"task\": \"%s\"}\n", t, tasks[t]);
-        fclose(f);
-        snprintf(p, sizeof p, "%s/meta/episodes.jsonl", dir);
-        if (!(f = fopen(p, "w"))) { rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write %s", p); goto out; }
-        for (int e = 0; e < E; e++) fprintf(f, "{\"episode_index\": %d, \"tasks\": [\"%s\"], \"length\": %d}\n", e, tasks[task[e]], len[e]);
-        fclose(f);
-        int64_t r0 = 0;
-        for (int e = 0; e < E && !rc; e++) {
-            snprintf(p, sizeof p, "%s/data/chunk-000/episode_%06d.parquet", dir, e);
-            int64_t rg[3] = {len[e]};
-            int n_rg = 1;
-            if (rowgroups && len[e] >= 3) { rg[0] = len[e] / 3; rg[1] = len[e] / 3; rg[2] = len[e] - 2 * (len[e] / 3); n_rg = 3; }
-            rc = write_frames(p, &fr, r0, len[e], &o, &po, rg, n_rg, err, el);
-            r0 += len[e];
+    return 0;
+}
+
+/* meta/info.json and the data folder, in both layouts */
+static int write_info_and_dirs(const synth *s, char *err, size_t el)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/meta", s->dir);
+    if (mact_file_mkdirs(p, NULL, 0)) return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
+    if (write_info(s->dir, &s->o, s->E, s->fr.n, 3))
+        return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write info.json");
+    snprintf(p, sizeof p, "%s/data/chunk-000", s->dir);
+    if (mact_file_mkdirs(p, NULL, 0)) return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
+    return 0;
+}
+
+/* The v2.1 layout: meta/tasks.jsonl, meta/episodes.jsonl, a parquet file per episode (rowgroups variant: 3 row
+ * groups each) and the videos. */
+static int write_v21(const synth *s, char *err, size_t el)
+{
+    const int E = s->E, *len = s->len;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/meta/tasks.jsonl", s->dir);
+    FILE *f = fopen(p, "w");
+    if (!f) return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write %s", p);
+    for (int t = 0; t < 3; t++) fprintf(f, "{\"task_index\": %d, \"task\": \"%s\"}\n", t, s->tasks[t]);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/meta/episodes.jsonl", s->dir);
+    if (!(f = fopen(p, "w"))) return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot write %s", p);
+    for (int e = 0; e < E; e++)
+        fprintf(f, "{\"episode_index\": %d, \"tasks\": [\"%s\"], \"length\": %d}\n", e, s->tasks[s->task[e]], len[e]);
+    fclose(f);
+    int rc = 0;
+    int64_t r0 = 0;
+    for (int e = 0; e < E && !rc; e++) {
+        snprintf(p, sizeof p, "%s/data/chunk-000/episode_%06d.parquet", s->dir, e);
+        int64_t rg[3] = {len[e]};
+        int n_rg = 1;
+        if (s->rowgroups && len[e] >= 3) {
+            rg[0] = len[e] / 3; rg[1] = len[e] / 3; rg[2] = len[e] - 2 * (len[e] / 3); n_rg = 3;
         }
-        if (!rc && o.video) rc = write_videos(dir, &o, E, len, NULL, NULL, NULL, err, el);
-        goto out;
+        rc = write_frames(p, &s->fr, r0, len[e], &s->o, &s->po, rg, n_rg, err, el);
+        r0 += len[e];
     }
-    /* v3.0: files of up to 3 episodes, one row group per episode (rowgroups variant: 2 per episode) */
-    int per_file = 3, n_files = (E + per_file - 1) / per_file;
-    int *file_of = calloc((size_t)E, sizeof *file_of);
-    int64_t *from = calloc((size_t)E, sizeof *from);
-    int64_t *rgs = calloc((size_t)E * 2 + 2, sizeof *rgs);
-    int64_t *vfile[2] = {calloc((size_t)E, 8), calloc((size_t)E, 8)}, *vchunk = calloc((size_t)E, 8);
-    double *vfrom[2] = {calloc((size_t)E, 8), calloc((size_t)E, 8)}, *vto[2] = {calloc((size_t)E, 8), calloc((size_t)E, 8)};
-#define FREE_V3() do { free(file_of); free(from); free(rgs); free(vchunk); \
-        for (int c_ = 0; c_ < 2; c_++) { free(vfile[c_]); free(vfrom[c_]); free(vto[c_]); } } while (0)
-    if (!file_of || !from || !rgs || !vchunk || !vfile[0] || !vfile[1] || !vfrom[0] || !vfrom[1] || !vto[0] || !vto[1]) {
-        FREE_V3();
-        rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
-        goto out;
-    }
+    if (!rc && s->o.video) rc = write_videos(s->dir, &s->o, E, len, NULL, NULL, NULL, err, el);
+    return rc;
+}
+
+/* v3.0: where each episode lies ([E] each): its data file and first row, and per camera its video file and time
+ * span (write_videos fills those; vchunk stays 0); rgs [2 E + 2]: one data file's row groups */
+typedef struct {
+    int *file_of;
+    int64_t *from, *rgs, *vchunk, *vfile[2];
+    double *vfrom[2], *vto[2];
+} v3_index;
+
+static void v3_free(v3_index *v)
+{
+    free(v->file_of); free(v->from); free(v->rgs); free(v->vchunk);
+    for (int c = 0; c < 2; c++) { free(v->vfile[c]); free(v->vfrom[c]); free(v->vto[c]); }
+}
+
+static int v3_alloc(v3_index *v, int E, char *err, size_t el)
+{
+    v->file_of = calloc((size_t)E, sizeof *v->file_of);
+    v->from = calloc((size_t)E, sizeof *v->from);
+    v->rgs = calloc((size_t)E * 2 + 2, sizeof *v->rgs);
+    v->vfile[0] = calloc((size_t)E, 8);
+    v->vfile[1] = calloc((size_t)E, 8);
+    v->vchunk = calloc((size_t)E, 8);
+    v->vfrom[0] = calloc((size_t)E, 8);
+    v->vfrom[1] = calloc((size_t)E, 8);
+    v->vto[0] = calloc((size_t)E, 8);
+    v->vto[1] = calloc((size_t)E, 8);
+    if (!v->file_of || !v->from || !v->rgs || !v->vchunk || !v->vfile[0] || !v->vfile[1] || !v->vfrom[0] ||
+        !v->vfrom[1] || !v->vto[0] || !v->vto[1])
+        return mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
+    return 0;
+}
+
+/* v3.0 data: files of up to 3 episodes, one row group per episode (rowgroups variant: 2 per episode) */
+static int write_v30_data(const synth *s, v3_index *v, char *err, size_t el)
+{
+    const int E = s->E, *len = s->len, per_file = 3, n_files = (E + per_file - 1) / per_file;
+    char p[4096];
+    int rc = 0;
     int64_t acc = 0;
-    for (int e = 0; e < E; e++) { file_of[e] = e / per_file; from[e] = acc; acc += len[e]; }
+    for (int e = 0; e < E; e++) { v->file_of[e] = e / per_file; v->from[e] = acc; acc += len[e]; }
     for (int fi = 0; fi < n_files && !rc; fi++) {
         int e0 = fi * per_file, e1 = e0 + per_file < E ? e0 + per_file : E, n_rg = 0;
         int64_t n = 0;
         for (int e = e0; e < e1; e++) {
-            if (rowgroups && len[e] >= 2) { rgs[n_rg++] = len[e] / 2; rgs[n_rg++] = len[e] - len[e] / 2; }
-            else rgs[n_rg++] = len[e];
+            if (s->rowgroups && len[e] >= 2) { v->rgs[n_rg++] = len[e] / 2; v->rgs[n_rg++] = len[e] - len[e] / 2; }
+            else v->rgs[n_rg++] = len[e];
             n += len[e];
         }
-        snprintf(p, sizeof p, "%s/data/chunk-000/file-%03d.parquet", dir, fi);
-        rc = write_frames(p, &fr, from[e0], n, &o, &po, rgs, n_rg, err, el);
+        snprintf(p, sizeof p, "%s/data/chunk-000/file-%03d.parquet", s->dir, fi);
+        rc = write_frames(p, &s->fr, v->from[e0], n, &s->o, &s->po, v->rgs, n_rg, err, el);
     }
-    if (!rc && o.video) rc = write_videos(dir, &o, E, len, vfile, vfrom, vto, err, el);
-    if (!rc) {  /* meta/tasks.parquet: task_index + the text as the pandas index */
-        int64_t ti[3] = {0, 1, 2};
-        pqw_column c[2] = {{.name = "task_index", .kind = PQW_I64, .data = ti}, {.name = "__index_level_0__", .kind = PQW_STRING, .data = tasks}};
-        pqw_options tp = {.codec = 1};
-        snprintf(p, sizeof p, "%s/meta/tasks.parquet", dir);
-        rc = mact_pqw_write(p, c, 2, 3, &tp, err, el);
+    return rc;
+}
+
+/* meta/tasks.parquet: task_index + the text as the pandas index */
+static int write_v30_tasks(const synth *s, char *err, size_t el)
+{
+    int64_t ti[3] = {0, 1, 2};
+    pqw_column c[2] = {{.name = "task_index", .kind = PQW_I64, .data = ti},
+                       {.name = "__index_level_0__", .kind = PQW_STRING, .data = s->tasks}};
+    pqw_options tp = {.codec = 1};
+    char p[4096];
+    snprintf(p, sizeof p, "%s/meta/tasks.parquet", s->dir);
+    return mact_pqw_write(p, c, 2, 3, &tp, err, el);
+}
+
+/* meta/episodes' own columns, a row per episode */
+typedef struct {
+    int64_t *ei, *ln, *ci, *fi, *dfrom, *dto;
+    const char **tl;
+    int *cnt;
+} episode_rows;
+
+static void episode_rows_free(episode_rows *r)
+{
+    free(r->ei); free(r->ln); free(r->ci); free(r->fi); free(r->dfrom); free(r->dto); free(r->tl); free(r->cnt);
+}
+
+static int episode_rows_fill(episode_rows *r, const synth *s, const v3_index *v, char *err, size_t el)
+{
+    const int E = s->E;
+    r->ei = malloc((size_t)E * 8);
+    r->ln = malloc((size_t)E * 8);
+    r->ci = calloc((size_t)E, 8);
+    r->fi = malloc((size_t)E * 8);
+    r->dfrom = malloc((size_t)E * 8);
+    r->dto = malloc((size_t)E * 8);
+    r->tl = malloc((size_t)E * sizeof *r->tl);
+    r->cnt = malloc((size_t)E * sizeof *r->cnt);
+    if (!r->ei || !r->ln || !r->ci || !r->fi || !r->dfrom || !r->dto || !r->tl || !r->cnt)
+        return mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
+    for (int e = 0; e < E; e++) {
+        r->ei[e] = e; r->ln[e] = s->len[e]; r->fi[e] = v->file_of[e]; r->dfrom[e] = v->from[e];
+        r->dto[e] = v->from[e] + s->len[e];
+        r->tl[e] = s->tasks[s->task[e]]; r->cnt[e] = 1;
     }
-    if (!rc) {  /* meta/episodes/chunk-000/file-000.parquet */
-        snprintf(p, sizeof p, "%s/meta/episodes/chunk-000", dir);
-        if (mact_file_mkdirs(p, NULL, 0)) rc = mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
-        int64_t *ei = malloc((size_t)E * 8), *ln = malloc((size_t)E * 8), *ci = calloc((size_t)E, 8), *fi = malloc((size_t)E * 8),
-                *dfrom = malloc((size_t)E * 8), *dto = malloc((size_t)E * 8);
-        const char **tl = malloc((size_t)E * sizeof *tl);
-        int *cnt = malloc((size_t)E * sizeof *cnt);
-        if (!rc && (!ei || !ln || !ci || !fi || !dfrom || !dto || !tl || !cnt)) rc = mact_errf(err, el, MACT_ERR_NOMEM, "synth-dataset: out of memory");
-        if (!rc) {
-            for (int e = 0; e < E; e++) {
-                ei[e] = e; ln[e] = len[e]; fi[e] = file_of[e]; dfrom[e] = from[e]; dto[e] = from[e] + len[e];
-                tl[e] = tasks[task[e]]; cnt[e] = 1;
-            }
-            pqw_column c[15] = {
-                {.name = "episode_index", .kind = PQW_I64, .data = ei},
-                {.name = "tasks", .kind = PQW_STRING_LIST, .data = tl, .counts = cnt},
-                {.name = "length", .kind = PQW_I64, .data = ln},
-                {.name = "data/chunk_index", .kind = PQW_I64, .data = ci},
-                {.name = "data/file_index", .kind = PQW_I64, .data = fi},
-                {.name = "dataset_from_index", .kind = PQW_I64, .data = dfrom},
-                {.name = "dataset_to_index", .kind = PQW_I64, .data = dto},
-            };
-            int k = 7;
-            char vn[2][4][300];  /* LeRobot's per-camera columns (docs/spec/datasets.md 1.3) */
-            for (int cam = 0; o.video && cam < 2; cam++) {
-                static const char *const sfx[4] = {"chunk_index", "file_index", "from_timestamp", "to_timestamp"};
-                for (int q = 0; q < 4; q++) snprintf(vn[cam][q], sizeof vn[cam][q], "videos/%s/%s", CAMS(&o)[cam], sfx[q]);
-                c[k++] = (pqw_column){.name = vn[cam][0], .kind = PQW_I64, .data = vchunk};
-                c[k++] = (pqw_column){.name = vn[cam][1], .kind = PQW_I64, .data = vfile[cam]};
-                c[k++] = (pqw_column){.name = vn[cam][2], .kind = PQW_F64, .data = vfrom[cam]};
-                c[k++] = (pqw_column){.name = vn[cam][3], .kind = PQW_F64, .data = vto[cam]};
-            }
-            pqw_options ep = {.codec = 1};
-            snprintf(p, sizeof p, "%s/meta/episodes/chunk-000/file-000.parquet", dir);
-            rc = mact_pqw_write(p, c, k, E, &ep, err, el);
+    return 0;
+}
+
+/* meta/episodes/chunk-000/file-000.parquet: per episode its task, length and rows, and with videos where each
+ * camera's frames are */
+static int write_v30_episodes(const synth *s, const v3_index *v, char *err, size_t el)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/meta/episodes/chunk-000", s->dir);
+    if (mact_file_mkdirs(p, NULL, 0)) return mact_errf(err, el, MACT_ERR_IO, "synth-dataset: cannot create %s", p);
+    episode_rows r = {0};
+    int rc = episode_rows_fill(&r, s, v, err, el);
+    if (!rc) {
+        pqw_column c[15] = {
+            {.name = "episode_index", .kind = PQW_I64, .data = r.ei},
+            {.name = "tasks", .kind = PQW_STRING_LIST, .data = r.tl, .counts = r.cnt},
+            {.name = "length", .kind = PQW_I64, .data = r.ln},
+            {.name = "data/chunk_index", .kind = PQW_I64, .data = r.ci},
+            {.name = "data/file_index", .kind = PQW_I64, .data = r.fi},
+            {.name = "dataset_from_index", .kind = PQW_I64, .data = r.dfrom},
+            {.name = "dataset_to_index", .kind = PQW_I64, .data = r.dto},
+        };
+        int k = 7;
+        char vn[2][4][300];  /* LeRobot's per-camera columns (docs/spec/datasets.md 1.3) */
+        for (int cam = 0; s->o.video && cam < 2; cam++) {
+            static const char *const sfx[4] = {"chunk_index", "file_index", "from_timestamp", "to_timestamp"};
+            for (int q = 0; q < 4; q++)
+                snprintf(vn[cam][q], sizeof vn[cam][q], "videos/%s/%s", CAMS(&s->o)[cam], sfx[q]);
+            c[k++] = (pqw_column){.name = vn[cam][0], .kind = PQW_I64, .data = v->vchunk};
+            c[k++] = (pqw_column){.name = vn[cam][1], .kind = PQW_I64, .data = v->vfile[cam]};
+            c[k++] = (pqw_column){.name = vn[cam][2], .kind = PQW_F64, .data = v->vfrom[cam]};
+            c[k++] = (pqw_column){.name = vn[cam][3], .kind = PQW_F64, .data = v->vto[cam]};
         }
-        free(ei); free(ln); free(ci); free(fi); free(dfrom); free(dto); free(tl); free(cnt);
+        pqw_options ep = {.codec = 1};
+        snprintf(p, sizeof p, "%s/meta/episodes/chunk-000/file-000.parquet", s->dir);
+        rc = mact_pqw_write(p, c, k, s->E, &ep, err, el);
     }
-    FREE_V3();
-#undef FREE_V3
-out:
-    for (int c = 0; c < 2; c++) {
-        for (int64_t i = 0; fr.img[c] && i < total; i++) free(fr.img[c][i]);
-        for (int64_t i = 0; fr.ipath[c] && i < total; i++) free(fr.ipath[c][i]);
-        free(fr.img[c]); free(fr.ilen[c]); free(fr.ipath[c]);
-    }
-    free(fr.act); free(fr.st); free(fr.ts32); free(fr.ts64); free(fr.fi); free(fr.ei); free(fr.gi); free(fr.ti);
-    free(len); free(task);
+    episode_rows_free(&r);
+    return rc;
+}
+
+/* The v3.0 layout: the data files, the videos, meta/tasks.parquet and meta/episodes. */
+static int write_v30(const synth *s, char *err, size_t el)
+{
+    v3_index v = {0};
+    int rc = v3_alloc(&v, s->E, err, el);
+    if (!rc) rc = write_v30_data(s, &v, err, el);
+    if (!rc && s->o.video) rc = write_videos(s->dir, &s->o, s->E, s->len, v.vfile, v.vfrom, v.vto, err, el);
+    if (!rc) rc = write_v30_tasks(s, err, el);
+    if (!rc) rc = write_v30_episodes(s, &v, err, el);
+    v3_free(&v);
+    return rc;
+}
+
+mact_status mact_lerobot_synth(const char *dir, const mact_lrs_options *o0, char *err, size_t el)
+{
+    synth s = {.dir = dir, .o = *o0};
+    int rc;
+    if ((rc = resolve_options(&s.o, err, el))) return rc;
+    if (set_variant(s.o.variant, &s.po))
+        return mact_errf(err, el, MACT_ERR_INPUT, "synth-dataset: unknown variant '%s' (%s)", s.o.variant,
+                         mact_lerobot_synth_variants());
+    s.rowgroups = s.o.variant && !strcmp(s.o.variant, "rowgroups");
+    s.tasks = s.o.libero ? tasks_lib : tasks_so;
+    mact_rng r;
+    mact_rng_seed(&r, s.o.seed);
+    rc = plan_episodes(&s, &r, err, el);
+    if (!rc) rc = frames_alloc(&s.fr, s.o.libero ? 7 : 6, s.o.libero ? 8 : 6, err, el);
+    if (!rc) rc = fill_frames(&s, &r, err, el);
+    if (!rc) rc = write_info_and_dirs(&s, err, el);
+    if (!rc) rc = s.o.version == 21 ? write_v21(&s, err, el) : write_v30(&s, err, el);
+    frames_free(&s.fr);
+    free(s.len);
+    free(s.task);
     return rc;
 }
 

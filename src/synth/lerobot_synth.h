@@ -11,7 +11,8 @@
 
 typedef struct {
     int version;                  /* 21 (v2.1, the default when 0) or 30 (v3.0) */
-    int libero;                   /* LIBERO-like (10 fps, 8-D state, 7-D delta action, PNG images in the parquet) */
+    int libero;                   /* LIBERO-like (10 fps, 8-D state, 7-D delta action); else SO-101-like (30 fps, 6
+                                     joints); either with two cameras, PNG images in the parquet unless video */
     int n_episodes;               /* 0: 4 */
     int min_len, max_len;         /* frames per episode; 0: 150..450 (SO-101), 60..160 (LIBERO) */
     uint64_t seed;
@@ -22,6 +23,7 @@ typedef struct {
                                      c << 20 | (e & 255) << 12 | t); v2.1: one file per episode and camera; v3.0:
                                      camera c concatenates 2 + c episodes per file */
     int video_w, video_h;         /* frame size; 0: 64 x 64 (libsvtav1's smallest) */
+    int no_cameras;               /* no camera feature at all (a state-only recording) */
     const char *state_names;      /* NULL: the robot's; else the state's names, comma-separated, one per dim (a
                                      dataset whose state and action name their joints differently) */
 } mact_lerobot_synth_options;

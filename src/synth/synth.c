@@ -18,6 +18,7 @@
 #endif
 #include "model/model.h"
 #include "model/table.h"
+#include "base/clock.h"
 #include "base/rng.h"
 #include "synth/synth_internal.h"
 #include "base/file.h"
@@ -307,13 +308,6 @@ static int cmp_tspec(const void *a, const void *b)
 
 /* ------------------------------------------------------------------------------------------------
  * small helpers */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int mkdir_p(const char *dir, char *err, size_t errlen)
 {
@@ -761,7 +755,7 @@ static cJSON *stats_obj(rng *r, const dim_range *d, int n, int gripper_unnormali
     return o;
 }
 
-static cJSON *make_norm_stats(const preset *p, uint64_t seed)
+static cJSON *make_norm_stats(int so101, uint64_t seed)
 {
     rng r;
     xo_seed(&r.x, mix64(seed ^ fnv1a("norm_stats")));
@@ -770,7 +764,7 @@ static cJSON *make_norm_stats(const preset *p, uint64_t seed)
     cJSON_AddStringToObject(root, "norm_mode", "q01_q99");
     cJSON *by = cJSON_AddObjectToObject(root, "metadata_by_tag");
     cJSON *md;
-    if (!p->so101_stats) {
+    if (!so101) {
         md = cJSON_AddObjectToObject(by, "libero");
         cJSON_AddItemToObject(md, "action_stats", stats_obj(&r, LIBERO_ACTION, 7, 1));
         cJSON_AddItemToObject(md, "state_stats", stats_obj(&r, LIBERO_STATE, 8, 0));
@@ -820,7 +814,7 @@ static int pick_channels(uint8_t *mask, int dim, int k, uint64_t seed)
 mact_status mact_synth(const char *preset_name, const char *out_dir, uint64_t seed, const mact_synth_options *opt,
                        mact_synth_result *res, char *err, size_t errlen)
 {
-    double t0 = now_s();
+    double t0 = mact_clock_s();
     mact_synth_options o = {0};
     if (opt) o = *opt;
     if (res) memset(res, 0, sizeof *res);
@@ -833,6 +827,8 @@ mact_status mact_synth(const char *preset_name, const char *out_dir, uint64_t se
     if (o.dtype_mode != MACT_SYNTH_MIXED && o.dtype_mode != MACT_SYNTH_F32 && o.dtype_mode != MACT_SYNTH_BF16)
         return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: unknown dtype mode %d (mixed, f32, bf16)", o.dtype_mode);
     if (!out_dir) return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: no output directory");
+    if (o.robot < MACT_SYNTH_ROBOT_PRESET || o.robot > MACT_SYNTH_ROBOT_SO101)
+        return mact_errf(err, errlen, MACT_ERR_INPUT, "synth: unknown robot %d (libero, so101)", o.robot);
     preset pp = *p;  /* the preset with the options' depths */
     p = &pp;
     int deepest_tap = 0;
@@ -858,7 +854,7 @@ mact_status mact_synth(const char *preset_name, const char *out_dir, uint64_t se
     rc = write_json(out_dir, "config.json", j, 1, &total, err, errlen);
     cJSON_Delete(j);
     if (rc) return rc;
-    j = make_norm_stats(p, seed);
+    j = make_norm_stats(o.robot ? o.robot == MACT_SYNTH_ROBOT_SO101 : p->so101_stats, seed);
     rc = write_json(out_dir, "norm_stats.json", j, 1, &total, err, errlen);
     cJSON_Delete(j);
     if (rc) return rc;
@@ -882,7 +878,7 @@ mact_status mact_synth(const char *preset_name, const char *out_dir, uint64_t se
     }
     if ((rc = build_tensors(p, o.dtype_mode, o.no_lm_head, &L, err, errlen))) { free(L.t); free(masks); return rc; }
     qsort(L.t, L.n, sizeof *L.t, cmp_tspec);
-    double tw = now_s();
+    double tw = mact_clock_s();
     int64_t wbytes = 0;
     rc = write_safetensors(out_dir, &L, seed, p->name, o.n_threads, &wbytes, err, errlen);
     if (!rc && res) {
@@ -890,8 +886,8 @@ mact_status mact_synth(const char *preset_name, const char *out_dir, uint64_t se
         for (size_t i = 0; i < L.n; i++) res->n_params += L.t[i].nel;
         res->weight_bytes = wbytes;
         res->total_bytes = total + wbytes;
-        res->weight_seconds = now_s() - tw;
-        res->seconds = now_s() - t0;
+        res->weight_seconds = mact_clock_s() - tw;
+        res->seconds = mact_clock_s() - t0;
     }
     free(L.t);
     free(masks);

@@ -48,11 +48,15 @@
 /* ---- random checkpoints (`mact synth`) ---- */
 
 enum { MACT_SYNTH_MIXED = 0, MACT_SYNTH_F32 = 1, MACT_SYNTH_BF16 = 2 };
+/* the robot of the norm tag written: the preset's (so101's SO-100/101 tag, the others' LIBERO), or either */
+enum { MACT_SYNTH_ROBOT_PRESET = 0, MACT_SYNTH_ROBOT_LIBERO = 1, MACT_SYNTH_ROBOT_SO101 = 2 };
 
 typedef struct {
     int dtype_mode;   /* MACT_SYNTH_*: MIXED the big VLM matrices BF16 and the rest F32 (as LeRobot saves); BF16
                          every matrix; F32 everything */
     int no_lm_head;   /* skip lm_head.weight (the loader treats it as optional); ln_f is kept */
+    int robot;        /* MACT_SYNTH_ROBOT_*: the norm tag's robot (LIBERO: 8 state dims, 7 actions, cameras image and
+                         wrist_image; SO101: 6 joints, cameras top and wrist, horizon 30) */
     int n_threads;    /* 0: the default */
     int llm_layers;   /* 0: the preset's; else the LLM's (and the action expert's) layer count, 1..256 */
     int vit_layers;   /* 0: the preset's; else the ViT's stored layers, at least the deepest tap */

@@ -146,7 +146,8 @@ def snapshot(d):
 
 
 def run_argv(d, extra=(), model="model", image="cam.png", task=TASK, state=STATE8, dump=True):
-    a = [MACT, "run", "--model", model, "--image", image, "--task", task, "--state", state]
+    # the tag names two cameras, so a run takes two images: the case's, then a good one
+    a = [MACT, "run", "--model", model, "--image", image, "--image", "cam.png", "--task", task, "--state", state]
     if dump:
         a += ["--dump", "dump"]
     return a + list(extra)
@@ -678,8 +679,11 @@ def image_cases():
     case("image", "device", 1, ["/dev/zero", "device"], argv=lambda d: run_argv(d, image="/dev/zero"))
     case("image", "too_many", 2, ["--image", "8"], argv=lambda d: [MACT, "run", "--model", "model"] +
          sum([["--image", "cam.png"] for _ in range(9)], []) + ["--task", TASK, "--state", STATE8, "--dump", "dump"])
-    case("image", "five_cameras_ok", 0, ["actions"], argv=lambda d: [MACT, "run", "--model", "model"] +
-         sum([["--image", "cam.png"] for _ in range(5)], []) + ["--task", TASK, "--state", STATE8])
+    # the tag names two cameras: any other count is refused by the one input rule (libmact's), naming them
+    for n_cam in (1, 3, 5):
+        case("image", "cameras_%d_refused" % n_cam, 1, ["%d camera frames" % n_cam, "takes 2", "observation.images.image"],
+             argv=lambda d, n_cam=n_cam: [MACT, "run", "--model", "model"] +
+             sum([["--image", "cam.png"] for _ in range(n_cam)], []) + ["--task", TASK, "--state", STATE8])
     # frames as .npy
     img_case("npy_wrong_channels", 1, ["frame.npy", "hxwx3"], npy("|u1", (4, 4, 4), b"\0" * 64), fname="frame.npy")
     img_case("npy_2d", 1, ["frame.npy", "hxwx3"], npy("|u1", (4, 12), b"\0" * 48), fname="frame.npy")
@@ -878,7 +882,7 @@ def cli_cases():
                        ("--abs-tol", ["nan", "-0.5", "1e31"]), ("--max-tokens", ["0", "1e3", "-1", "99999999", "1.5"])]:
         for v in vals:
             case(G, "parity%s_%s" % (flag, v), 2, [flag, v], argv=lambda d, f=flag, v=v: [MACT, "parity", "g", "--model", "model", f, v])
-    case(G, "parity_precision_bogus", 2, ["usage"], argv=lambda d: [MACT, "parity", "g", "--model", "model", "--precision", "f16"])
+    case(G, "parity_precision_bogus", 2, ["--precision", "fp32"], argv=lambda d: [MACT, "parity", "g", "--model", "model", "--precision", "f16"])
     for flag, vals in [("--threads", ["abc", "-1", "1e2"]), ("--iters", ["0", "abc", "1e9", "-2"])]:
         for v in vals:
             case(G, "bench%s_%s" % (flag, v), 2, [flag, v], argv=lambda d, f=flag, v=v: [MACT, "bench", "--model", "model", f, v])

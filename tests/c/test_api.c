@@ -95,9 +95,11 @@ int main(void)
             rc = mact_vision(d, dp, MACT_DEFAULT_MAX_IMAGES + 1, de);
             TH_CHECK("api_session_default_max_images", rc == MACT_ERR_INPUT && strstr(mact_session_error(d), "1..4"),
                      "rc=%d %s", rc, mact_session_error(d));
-            mact_frame fr = {.rgb = (const uint8_t *)dp, .height = 8, .width = 8};
+            mact_frame fr[2] = {{.rgb = (const uint8_t *)dp, .height = 8, .width = 8},
+                                {.rgb = (const uint8_t *)dp, .height = 8, .width = 8}};
             float act[4];
-            mact_predict_input in = {.frames = &fr, .n_frames = 1, .task = "x", .state = act, .state_dim = 1};
+            /* two frames: the tiny tag names two cameras (one would be refused before the state is looked at) */
+            mact_predict_input in = {.frames = fr, .n_frames = 2, .task = "x", .state = act, .state_dim = 1};
             mact_predict_output po = {.actions = act, .actions_cap = 4};
             TH_CHECK("api_predict_null_in", mact_predict(d, NULL, &po) == MACT_ERR_INPUT, "%s", mact_session_error(d));
             TH_CHECK("api_predict_null_out", mact_predict(d, &in, NULL) == MACT_ERR_INPUT, "%s", mact_session_error(d));

@@ -61,7 +61,7 @@ class Errors(unittest.TestCase):
         # the CLI refuses --steps -1 itself; the library's message
         with self.assertRaises(mact.InputError) as cm:
             self.predict(num_steps=-1)
-        self.assertEqual(str(cm.exception), "num_steps -1: flow steps must be >= 1 (0: the config's)")
+        self.assertEqual(str(cm.exception), "num_steps -1: flow steps must be in 1..1000 (0: the config's)")
 
     def test_noise_length(self):
         noise = np.zeros((3, self.policy.info.max_action_dim), np.float32)
@@ -76,12 +76,16 @@ class Errors(unittest.TestCase):
         self.assertEqual(str(cm.exception), cli_message(err))
 
     def test_wrong_number_of_images(self):
-        # the tag lists two cameras: the binding checks the count (libmact does not read camera_keys)
-        for imgs in ([self.frames[0]], self.frames * 2, []):
+        # the tag lists two cameras: libmact checks the count, so `mact run` refuses it with the same message
+        for imgs, npy in (([self.frames[0]], self.npy[:1]), (self.frames * 2, self.npy * 2), ([], None)):
             with self.assertRaises(mact.InputError) as cm:
                 self.predict(images=imgs)
             self.assertIn("norm tag \"libero\" takes 2 (observation.images.image, observation.images.wrist_image)",
                           str(cm.exception))
+            if npy:
+                acts, err, _ = mact_run(npy)
+                self.assertIsNone(acts)   # refused: no actions printed
+                self.assertEqual(str(cm.exception), cli_message(err))
         # a checkpoint whose tag lists no cameras: the library's own bounds (1..max_images), its message
         d = os.path.join(DIR, "nocams")
         if not os.path.isdir(d):

@@ -57,6 +57,13 @@ class Lowlevel(unittest.TestCase):
                               t.get("n_action_steps", 0)), name)
             self.assertEqual(got.camera_keys, tuple(t.get("camera_keys") or ()), name)
             self.assertEqual((got.control_mode, got.setup_type), (t.get("control_mode", ""), t.get("setup_type", "")))
+            # the dims' names, as the file names them (mact_norm_tag_info.state_names / action_names)
+            self.assertEqual(got.state_names, tuple(t["state_stats"].get("names") or ()), name)
+            self.assertEqual(got.action_names, tuple(t["action_stats"].get("names") or ()), name)
+        # describe(as_json=True) is the contract `mact inspect --json` prints
+        r = subprocess.run([MACT_BIN, "inspect", MODEL, "--json"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.policy.describe(as_json=True), json.loads(r.stdout)["norm_tags"])
 
     def test_stages_reproduce_predict(self):
         with self.policy.session() as s:

@@ -34,7 +34,7 @@ start() {
         read -r A B C < <(ports 3)
         local args=() x
         for x in "$@"; do case "$x" in @A) args+=("$A") ;; @B) args+=("$B") ;; @C) args+=("$C") ;; *) args+=("$x") ;; esac; done
-        "$MACT" serve --model "$T/tiny" "${args[@]}" >"$log" 2>&1 &
+        "$MACT" serve --model "${SERVE_MODEL:-$T/tiny}" "${args[@]}" >"$log" 2>&1 &
         SPID=$!
         for _ in $(seq 1 50); do kill -0 "$SPID" 2>/dev/null || break; grep -q "ready in\|cannot listen" "$log" && break; sleep 0.1; done
         kill -0 "$SPID" 2>/dev/null && ! grep -q "cannot listen" "$log" && return 0

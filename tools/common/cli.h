@@ -18,10 +18,9 @@ typedef enum {
     CLI_FLAG,    /* int *dst = 1, no value */
     CLI_ATOI,    /* int *dst = atoi(value): the lax flags kept as they were */
     CLI_FN,      /* fn(value, dst, err, errlen): 0, or -1 with err set (printed; left empty: "NAME is CHOICES"), or
-                  * -2: the usage */
+                  * -2: "NAME does not take 'VALUE'" and the usage */
     CLI_THREADS, /* int *dst in [0, MACT_MAX_THREADS], then at most the online CPUs (base/parse.h) */
     CLI_BUF,     /* char dst[cap] = a copy of the value; cap bytes or more: "NAME: longer than CAP-1 bytes" */
-    CLI_HELP,    /* int *dst = 1, no value, and the rest of argv is not read (-h / --help) */
 } cli_kind;
 
 typedef struct {
@@ -33,24 +32,41 @@ typedef struct {
     int (*fn)(const char *value, void *dst, char *err, size_t errlen);
     int *seen;                   /* set to 1 when given (may be NULL) */
     const char *choices;         /* CLI_FN: what the refusal of a value lists ("identity or vjp") */
+    int required;                /* cli_parse names it when it is not given ("prog: --task is required") */
 } cli_opt;
 
 /* One table row: CLI_O("--horizon", CLI_INT, &h, .lo = 1, .hi = 256); the table ends with {0}. */
 #define CLI_O(flag, k, d, ...) {.name = (flag), .kind = (k), .dst = (d), __VA_ARGS__}
 
-/* cli_parse's flags */
-enum {
-    CLI_EQ = 1,           /* also accept --name=value */
-    CLI_SAY_UNKNOWN = 2,  /* an unknown flag (or an argument where none is taken): "prog: unknown option X" first */
-    CLI_SAY_MISSING = 4,  /* a flag without its value: "prog: X needs a value" first */
-};
+/* What cli_parse returns after printing the usage for -h / --help: not an exit status (cli_exit makes it 0). */
+enum { CLI_HELP_SHOWN = -1 };
+/* cli_parse's refusal or help as the command's exit status: `if (rc) return cli_exit(rc);` */
+static inline int cli_exit(int rc) { return rc == CLI_HELP_SHOWN ? 0 : rc; }
 
 /* Parses argv against opts (terminated by a NULL name); arguments not starting with '-' go to pos (at most max_pos;
- * NULL: none allowed). flags: CLI_EQ | CLI_SAY_*. Returns 0 (also at a CLI_HELP flag, which ends the parse), or 2
- * after printing "prog: message" to stderr (a bad value), or the usage() result (an unknown flag, a missing value,
- * too many positionals; 2 when usage is NULL). */
+ * NULL: none allowed). --name=value is --name value. usage(f) prints the command's usage to f and returns 2.
+ *   - an argument that is exactly -h or --help, anywhere (before any other is read, so none is ever taken as a
+ *     path): usage(stdout), CLI_HELP_SHOWN;
+ *   - an unknown flag ("prog: unknown option X; did you mean Y?"), an argument where none is taken, a flag without
+ *     its value, a CLI_FN's -2, a required row not given ("prog: --a and --b are required"): that line, then
+ *     usage(stderr), 2;
+ *   - a bad value: "prog: why" (the row's message), 2;
+ *   - else 0. */
 int cli_parse(const char *prog, int argc, char **argv, const cli_opt *opts, const char **pos, int max_pos, int *n_pos,
-              int flags, int (*usage)(void));
+              int (*usage)(FILE *));
+
+/* 1 when s is -h or --help; cli_help_asked: when any of the n arguments is (for the commands that read argv
+ * themselves: tokenize, the subcommand dispatchers) */
+int cli_is_help(const char *s);
+int cli_help_asked(int argc, char **argv);
+
+/* "prog: WHAT is required" ("are" when WHAT names two: "A and B") to stderr, then usage(stderr): 2 (the checks a
+ * table row cannot state: a positional argument, one of two flags, a flag only some modes need) */
+int cli_missing(const char *prog, const char *what, int (*usage)(FILE *));
+
+/* Of the n names, the one word most likely meant: at most 2 edits away (a swap of neighbours counts 1), or the only
+ * one it starts with / that starts it; NULL when none is close. */
+const char *cli_nearest(const char *word, size_t len, const char *const *names, int n);
 
 /* "0.1, -0.2 0.3" or "[0.1,-0.2,0.3]": numbers separated by commas and/or spaces, each strictly a finite decimal
  * number. -1: not a number (bad set to it), -2: over cap, -3: finite but outside float32's range (bad set to it). */
