@@ -30,6 +30,8 @@
 #   eval_replan_bad_flags    --replan 0, --delay >= --replan, --replan + --delay past the horizon, --rtc-* or --delay
 #                            without --replan, --replan with --policy hold: exit 2, each with its message
 #   eval_replan_plot         OUT/replan_trajectory.png (cairo)
+#   eval_none_evaluated      every frame excluded (--static-threshold 1e9): exit non-zero naming it, no result.json,
+#                            episodes.jsonl kept
 #   eval_hold_names_differ   a dataset whose state names its joints unlike the action (synth-dataset --state-names):
 #                            a warning on stderr and hold_baseline_note in result.json; the baseline takes the state
 #                            dim of the same name where there is one, state[t][j] elsewhere (checked with numpy); a
@@ -73,6 +75,11 @@ $MACT eval --dataset "$T/so" --norm-stats "$T/so_ns.json" --policy hold --horizo
 [ "$(jq_py "$T/st/result.json" "r['frames_excluded'] > 0 and r['frames_evaluated'] > 0")" = True ] &&
     echo "PASS eval_static ($(jq_py "$T/st/result.json" "'%d of %d frames excluded' % (r['frames_excluded'], r['frames_excluded'] + r['frames_evaluated'])"))" ||
     fail eval_static "no frame excluded" "$T/st.txt"
+# every frame excluded: a named error and no result.json (a mean over no frame is not an MAE of 0), the episode files kept
+$MACT eval --dataset "$T/so" --norm-stats "$T/so_ns.json" --policy hold --horizon 30 --static-threshold 1e9 --out "$T/none" >"$T/none.txt" 2>&1
+r=$?; if [ $r -ne 0 ] && grep -q "no frame was evaluated" "$T/none.txt" && [ ! -e "$T/none/result.json" ] && [ -s "$T/none/episodes.jsonl" ]
+then echo "PASS eval_none_evaluated (exit $r: $(grep -m1 -o 'no frame was evaluated[^:]*' "$T/none.txt"))"
+else fail eval_none_evaluated "exit $r, result.json $( [ -e "$T/none/result.json" ] && echo written || echo absent)" "$T/none.txt"; fi
 $MACT eval --dataset "$T/so" --norm-stats "$T/so_ns.json" --policy hold --horizon 30 --first-k 1,5,30 --out "$T/ha" >"$T/ha.txt" 2>&1 &&
 for f in "$T"/so/data/chunk-000/*.parquet; do $MACT dataset dump "$f" > "$f.json"; done &&
 $PY - "$T/ha/result.json" "$T"/so/data/chunk-000/*.json <<'EOF' >"$T/ha_check.txt" 2>&1 && echo "PASS eval_hold_absolute ($(cat "$T/ha_check.txt"))" || fail eval_hold_absolute "numpy disagrees" "$T/ha_check.txt"

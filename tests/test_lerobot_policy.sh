@@ -151,11 +151,17 @@ $MACT bench --model "$T/A" --iters 1 --threads 1 >"$T/bench.log" 2>&1 && grep -q
     && pass "lerobot_bench" || fail "lerobot_bench: $(tail -2 "$T/bench.log")"
 
 # ---- eval: a synthetic SO-101 dataset of the policy's widths, its cameras mapped by --camera
-$MACT synth-dataset "$T/ds" --robot so101 --episodes 2 --len 14:16 --video mpeg4 --seed "$SEED" >"$T/ds.log" 2>&1 \
+$MACT synth-dataset "$T/ds" --robot so101 --episodes 2 --len 120:130 --video mpeg4 --seed "$SEED" >"$T/ds.log" 2>&1 \
     || fail "lerobot_eval_dataset: $(tail -2 "$T/ds.log")"
 cams=($($PY -c "import json;print(' '.join(k for k,v in json.load(open('$T/ds/meta/info.json'))['features'].items() if v['dtype'] in ('video','image')))"))
-if [ ${#cams[@]} -ge 2 ] && $MACT eval --model "$T/A" --dataset "$T/ds" --out "$T/ev" --camera "${cams[0]}" --camera "${cams[1]}" \
-        --steps 2 >"$T/ev.log" 2>&1 && [ -f "$T/ev/result.json" ]; then pass "lerobot_eval ($(grep -m1 -i 'mae' "$T/ev.log"))"
+# every frame evaluated (--static-threshold 0): the policy's chunks really ran and were measured
+# C: A's shape with normalize_gripper (every mask true): the synthetic SO-101 gripper (degrees) is normalised, not
+#    passed through raw (LeRobot requires a raw value within [-1, 1])
+if [ ${#cams[@]} -ge 2 ] && gen C $((SEED + 3)) --state-dim 6 --action-dim 6 --normalize-gripper &&
+   $MACT eval --model "$T/C" --dataset "$T/ds" --out "$T/ev" --camera "${cams[0]}" --camera "${cams[1]}" \
+        --steps 2 --static-threshold 0 >"$T/ev.log" 2>&1 && [ -f "$T/ev/result.json" ] &&
+   $PY -c "import json,math,sys; r=json.load(open('$T/ev/result.json')); sys.exit(not (r['frames_evaluated'] > 0 and math.isfinite(r['mae']) and r['mae'] > 0))"
+then pass "lerobot_eval ($(grep -m1 -i 'frames evaluated' "$T/ev.log"); $(grep -m1 -i 'mae' "$T/ev.log"))"
 else fail "lerobot_eval: $(tail -3 "$T/ev.log")"; fi
 
 # ---- serve: every protocol on the policy folder, actions bit for bit `mact run`'s

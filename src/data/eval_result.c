@@ -314,6 +314,12 @@ int mact_eval_write_result(const char *out, ep_sums *e, int n, const int *first_
     char e2[1024];
     if (mact_eval_write_atomic(p, jl, e2, sizeof e2)) { free(jl); return mact_errf(err, el, MACT_ERR_IO, "%s; cannot write %s", e2, p); }
     free(jl);
+    /* a mean over no frame is not an MAE of 0: the episode files stay, the result is refused by name */
+    if (!(t.frames > 0))
+        return mact_errf(err, el, MACT_ERR_INPUT, "no frame was evaluated in %s (%d episodes): %.0f frames were excluded as "
+                         "static (the ground truth's next %d actions do not move by more than the static threshold) and "
+                         "an episode's last %d frames have no full chunk; nothing to average, so no result.json",
+                         out, n, t.excluded, H, H - 1);
     double per = t.frames * D;
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "policy", policy);

@@ -14,7 +14,7 @@
     tensor of 0/1, as to_tensor converts the list of bools) in those files.
 
 usage: lerobot_policy.py BASE OUT --seed S [--state-dim D] [--action-dim A] [--joints none|custom] [--lora R]
-                         [--lora-alpha A] [--checkpoint-path P] [--hf-twin DIR] [--mask-dtype f32|bool]
+                         [--lora-alpha A] [--checkpoint-path P] [--hf-twin DIR] [--mask-dtype f32|bool] [--normalize-gripper]
                          [--chunk-size H] [--n-action-steps N] [--action-mode continuous|both] [--shards N]
 The policy's weights are the base's plus a small update (a fine-tune); its statistics differ from the base's."""
 import argparse, json, math, os, re, shutil, sys
@@ -50,7 +50,7 @@ def policy_config(a, state_dim, action_dim, cams, names_s, names_a):
         "action_mode": a.action_mode, "inference_action_mode": "continuous",
         "discrete_action_tokenizer": "allenai/MolmoAct2-FAST-Tokenizer", "discrete_generation_max_steps": None,
         "norm_tag": None, "norm_stats_path": None, "setup_type": "", "control_mode": "", "image_keys": [],
-        "normalize_language": True, "add_setup_tokens": True, "add_control_tokens": True, "normalize_gripper": False,
+        "normalize_language": True, "add_setup_tokens": True, "add_control_tokens": True, "normalize_gripper": a.normalize_gripper,
         "num_state_tokens": 256, "max_sequence_length": None, "expected_max_action_dim": 32,
         "num_flow_timesteps": 8, "flow_matching_cutoff": 1.0, "flow_matching_time_offset": 0.001,
         "flow_matching_time_scale": 0.999, "flow_matching_beta_alpha": 1.0, "flow_matching_beta_beta": 1.5,
@@ -227,6 +227,8 @@ def main():
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--cameras", default="observation.images.top,observation.images.wrist")
     ap.add_argument("--rename", default="", help="FROM=TO,... the saved rename_map")
+    ap.add_argument("--normalize-gripper", action="store_true",
+                    help="LeRobot's normalize_gripper: every dim's mask true (the gripper normalised like the joints)")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     os.makedirs(a.out, exist_ok=True)
@@ -240,8 +242,8 @@ def main():
         a.frame = ([float(rng.choice([-1.0, 1.0])) for _ in range(n)], [float(rng.uniform(-120, 120)) for _ in range(n)])
         if n > a.action_dim:
             raise SystemExit("--joints custom needs action dims >= state dims - 1")
-    stats = {"observation.state": random_stats(rng, a.state_dim, True),
-             "action": random_stats(rng, a.action_dim, True)}
+    stats = {"observation.state": random_stats(rng, a.state_dim, not a.normalize_gripper),
+             "action": random_stats(rng, a.action_dim, not a.normalize_gripper)}
     names_s = [f"joint_{i}" for i in range(a.state_dim - 1)] + ["gripper"]
     names_a = [f"joint_{i}" for i in range(a.action_dim - 1)] + ["gripper"]
     base_path = a.checkpoint_path or os.path.abspath(a.base)
