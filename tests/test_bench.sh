@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
 # kernels: via-engine
+# asan: skip (the timing front end: the engine paths it drives run under ASan in test_api, test_predict.sh and test_parity.sh, the pack cache in test_pack_cache.sh)
 # `mact bench` works end to end in every precision on a tiny checkpoint (the numbers themselves are not
 # checked: no timing assertions in tests): exit 0, every stage row, the flow-step and weight-stream lines, the
 # staged run equal to the pipeline run (bitwise), the int8 peak lines in int8; a second run with --pack-cache

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
+# asan: skip (frame equality with FFmpeg's CLI over four codecs; src/data/video.c runs under ASan on the video trees of test_dataset.sh and test_dataset_eval.sh and in fuzz_video)
 # tier: full — LeRobot video cameras (src/data/video.c through FFmpeg's libraries, src/data/lerobot.c's
 # mact_ld_episode_video), on trees written by `mact synth-dataset --video C` (src/data/video_write.c: every
 # frame carries camera, episode and frame number in black/white cells with a CRC-8). For each codec (AV1 by

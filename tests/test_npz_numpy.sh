@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kernels: none (no result depends on the compute kernels: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm
+# asan: skip (bit-exact interop with numpy; the npy/npz reader and writer run under ASan in test_npy and fuzz_npy)
 # npy/npz interop with numpy, bit-exact in both directions:
 #   numpy writes .npy (v1/v2/v3, C and Fortran order) and .npz (savez, savez_compressed, zipfile
 #   with data descriptors) -> the C tool reads and rewrites them (stored, deflated, forced zip64)

@@ -40,9 +40,10 @@ run_case() {  # name, gen args (quoted), golden args (quoted), [parity args]
         fi
         if ! $PY tests/reference/make_golden.py "$ck" "$gd" --seed $((s + 1)) $gold >"$T/$name.gold.log" 2>&1; then
             echo "FAIL parity_$name: reference failed"; tail -5 "$T/$name.gold.log"; return; fi
-        if [ -n "$cache" ]; then   # into a temporary name, then renamed: a killed run leaves no half cache
-            rm -rf "$cache.tmp" && mkdir -p "$cache.tmp" && cp -al "$ck" "$cache.tmp/ck" && cp -al "$gd" "$cache.tmp/gd" &&
-                mv "$cache.tmp" "$cache" || rm -rf "$cache.tmp"
+        if [ -n "$cache" ]; then   # into a name of this process, then renamed (mv -T: never into a cache another
+            local tmp="$cache.tmp.$$"  # pass running beside this one published first): no half cache, no mixed one
+            rm -rf "$tmp" && mkdir -p "$tmp" && cp -al "$ck" "$tmp/ck" && cp -al "$gd" "$tmp/gd" &&
+                mv -T "$tmp" "$cache" 2>/dev/null || rm -rf "$tmp"
         fi
     fi
     $MACT parity "$gd" --model "$ck" $par >"$T/$name.parity.log" 2>&1

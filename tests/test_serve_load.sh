@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kernels: via-engine (its checks are of the front end; it reaches the kernels only through the engine, whose results the parity suites check on every kernel set: .ci/run leaves it out of the MACT_KERNELS=ref run)
 # tier: fast (tests/run.sh --fast, make check): needs neither PyTorch nor npm (python3-websockets, -msgpack, -requests, -pil)
+# asan: skip (throughput under 16 concurrent clients; the server's paths run under ASan in test_serve.sh, test_serve_limits.sh and the soak)
 # mact serve under load: 16 concurrent clients x 25 requests across the three protocols on the tiny model, every
 # reply bitwise equal to its protocol's reference; prints p50/p99. SERVE_LOAD="CLIENTS REQUESTS" overrides.
 NAME=serve_load
