@@ -44,9 +44,15 @@ static float *as_f32(ctx *x, const mact_tensor *t, int transpose, size_t *n_out)
         if (!x->buf) { x->failed = 1; return NULL; }
     }
     if (transpose && t->ndim == 2) {
-        int64_t r = t->shape[0], c = t->shape[1];
-        for (int64_t i = 0; i < r; i++)
-            for (int64_t j = 0; j < c; j++) x->buf[j * r + i] = mact_load_f32(t->data, t->dtype, i * c + j);
+        /* in 64 x 64 tiles: a row-by-row transpose writes each value a whole column away from the last, a cache
+         * and TLB miss per value on a [2560 x 10240] matrix (and a shadow-memory miss too under ASan) */
+        const int64_t r = t->shape[0], c = t->shape[1], B = 64;
+        for (int64_t i0 = 0; i0 < r; i0 += B)
+            for (int64_t j0 = 0; j0 < c; j0 += B) {
+                const int64_t i1 = i0 + B < r ? i0 + B : r, j1 = j0 + B < c ? j0 + B : c;
+                for (int64_t i = i0; i < i1; i++)
+                    for (int64_t j = j0; j < j1; j++) x->buf[j * r + i] = mact_load_f32(t->data, t->dtype, i * c + j);
+            }
     } else
         for (size_t i = 0; i < n; i++) x->buf[i] = mact_load_f32(t->data, t->dtype, (int64_t)i);
     *n_out = n;
