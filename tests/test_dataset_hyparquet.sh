@@ -6,7 +6,7 @@
 # dictionary->PLAIN fallback, several pages, several row groups, V2 pages, ZSTD, GZIP, uncompressed) x
 # (v2.1, v3.0) x (SO-101, LIBERO with PNG structs), float32 and float64 timestamps, every parquet file of the
 # tree (data, v3 episodes and tasks) is dumped by `mact dataset dump` and by hyparquet and compared value by
-# value, exactly (tests/dataset/compare_dump.mjs). Seed printed; SEED=... replays.
+# value, exactly (tests/dataset/hyparquet_compare.mjs, one node process per tree). Seed printed; SEED=... replays.
 set -u
 cd "$(dirname "$0")/.."
 MACT=${MACT_BIN:-build/mact}
@@ -27,15 +27,19 @@ for variant in pyarrow plain fallback multipage rowgroups v2pages zstd gzip unco
                     --seed $((SEED + total_files)) $ts >"$T/gen.log" 2>&1; then
                 echo "FAIL $name: synth-dataset failed"; sed 's/^/    /' "$T/gen.log"; continue
             fi
-            ok=1; nf=0; nv=0; enc=
+            ok=1; pairs=()
             while IFS= read -r f; do
-                if ! $MACT dataset dump "$f" >"$T/m.json" 2>"$T/m.err"; then ok=0; echo "FAIL $name: mact dataset dump $f: $(cat "$T/m.err")"; break; fi
-                if ! node tests/dataset/hyparquet_dump.mjs "$f" >"$T/h.json" 2>"$T/h.err"; then ok=0; echo "FAIL $name: hyparquet could not read $f:"; tail -3 "$T/h.err"; break; fi
-                if ! node tests/dataset/compare_dump.mjs "$T/m.json" "$T/h.json" >"$T/c.log" 2>&1; then ok=0; echo "FAIL $name: ${f#$d/} differs:"; sed 's/^/    /' "$T/c.log"; break; fi
-                nf=$((nf + 1)); nv=$((nv + $(sed -n 's/.* values=\([0-9]*\).*/\1/p' "$T/c.log")))
-                case "$f" in */data/*) enc=$(sed -n 's/.*\(codecs=[^ ]*\) \(encodings=[^ ]*\).*/\1 \2/p' "$T/c.log") ;; esac
+                if ! $MACT dataset dump "$f" >"$f.mact.json" 2>"$T/m.err"; then ok=0; echo "FAIL $name: mact dataset dump $f: $(cat "$T/m.err")"; break; fi
+                pairs+=("$f.mact.json" "$f")
             done < <(find "$d" -name '*.parquet' | sort)
-            [ "$ok" = 1 ] && echo "PASS $name ($nf files, $nv values equal; data: $enc)"
+            [ "$ok" = 1 ] || continue
+            if ! node tests/dataset/hyparquet_compare.mjs "${pairs[@]}" >"$T/c.log" 2>&1; then
+                echo "FAIL $name: hyparquet disagrees or could not read:"; grep -v '^EQUAL' "$T/c.log" | sed "s|$d/||; s/^/    /"; continue
+            fi
+            nf=$(grep -c '^EQUAL' "$T/c.log"); nv=$(awk '/^EQUAL/ { for (i = 1; i <= NF; i++) if ($i ~ /^values=/) s += substr($i, 8) } END { print s + 0 }' "$T/c.log")
+            enc=$(grep '^EQUAL file=[^ ]*/data/' "$T/c.log" | tail -1 | sed -n 's/.*\(codecs=[^ ]*\) \(encodings=[^ ]*\).*/\1 \2/p')
+            [ "$nf" -eq $((${#pairs[@]} / 2)) ] && echo "PASS $name ($nf files, $nv values equal; data: $enc)" \
+                || echo "FAIL $name: $nf of $((${#pairs[@]} / 2)) files compared"
             total_files=$((total_files + nf)); total_values=$((total_values + nv))
         done
     done
