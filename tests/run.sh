@@ -8,8 +8,8 @@
 # built from tests/c/test_kernels.c) or a shell suite (`test_parity` or `test_parity.sh`: tests/test_parity.sh).
 # An unknown NAME is an error that lists the valid names. Without NAME: every suite (C programs first).
 #
-# --fast: the fast tier for the edit-compile-test loop (`make check`): no PyTorch and no npm, under a minute
-# on 2 cores. Without NAME it runs only the suites marked fast: a line `/* tier: fast ... */` in the C test's
+# --fast: the fast tier for the edit-compile-test loop (`make check`): no PyTorch and no npm, about two
+# minutes on 2 cores. Without NAME it runs only the suites marked fast: a line `/* tier: fast ... */` in the C test's
 # source (tests/c/NAME.c) or `# tier: fast ...` in the shell suite. With NAME it runs the named suites, fast
 # tier or not. Either way the shared tiny checkpoint is written by `$BUILD/mact synth tiny` (C) instead of
 # tests/reference/gen_checkpoint.py (PyTorch).
